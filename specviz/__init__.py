@@ -1,0 +1,3 @@
+"""specviz: watch vLLM speculative decoding step by step, and measure it."""
+
+__version__ = "0.1.0"

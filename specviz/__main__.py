@@ -1,0 +1,154 @@
+"""The command line.
+
+    python -m specviz record --model PATH --spec '{"method":"ngram","num_speculative_tokens":3}' \\
+        --prompts builtin:code --concurrency 4 --max-tokens 128 --out runs/ngram.json.gz
+    python -m specviz check runs/ngram.json.gz       # validate, print the summary as JSON
+    python -m specviz demo-model                     # build the SmolLM2 demo model folder (cached)
+    python -m specviz schema --out sample_runs/run.schema.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .config import ConfigError, SpecConfig
+from .prompts import PromptSetError, load_prompts
+from .trace import RunFileError, load_run, run_json_schema, save_run
+
+
+def _fail(message: str, code: int = 2) -> int:
+    print(f"specviz: {message}", file=sys.stderr)
+    return code
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    # Everything that can be checked is checked before the engine starts.
+    try:
+        spec = SpecConfig.parse(args.spec)
+        if spec is not None:
+            spec.check_local_paths()
+        prompt_set, prompts = load_prompts(args.prompts)
+    except (ConfigError, PromptSetError) as e:
+        return _fail(str(e))
+    if not Path(args.model).is_dir():
+        return _fail(f"--model {args.model!r} is not a model folder on this machine")
+    if args.concurrency < 1 or args.max_tokens < 1:
+        return _fail("--concurrency and --max-tokens must be >= 1")
+    if args.num_prompts:
+        prompts = (prompts * (args.num_prompts // len(prompts) + 1))[: args.num_prompts]
+
+    from tqdm import tqdm
+
+    from .engine import EngineError, LocalServer, record
+
+    server = LocalServer(model=args.model, spec=spec, port=args.port, dtype=args.dtype,
+                         max_model_len=args.max_model_len, seed=args.seed)
+    try:
+        def show_start(elapsed_s: float, last_line: str) -> None:
+            print(f"\rstarting vLLM: {elapsed_s:5.0f} s  {last_line[-90:]:<90}", end="", file=sys.stderr)
+
+        took = server.start(progress=show_start)
+        print(f"\nvLLM ready after {took:.1f} s", file=sys.stderr)
+        bar = tqdm(total=len(prompts), unit="req", desc="recording", file=sys.stderr)
+
+        def done(res) -> None:
+            bar.update(1)
+            bar.set_postfix(tokens=len(res.token_ids))
+
+        run = record(server, prompts, prompt_set=prompt_set, concurrency=args.concurrency,
+                     max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed,
+                     chat=not args.no_chat_template, on_request_done=done)
+        bar.close()
+    except EngineError as e:
+        return _fail(str(e))
+    except KeyboardInterrupt:
+        return _fail("interrupted; nothing saved", 130)
+    finally:
+        server.stop()
+    path = save_run(run, args.out)
+    from .metrics import summarize
+
+    s = summarize(run)
+    print(json.dumps({"out": str(path), "complete": s.complete, "mean_acceptance_length": s.mean_acceptance_length,
+                      "output_tokens_per_s": s.output_tokens_per_s, "counters_match": s.counters_match}))
+    if not run.meta.complete:
+        return _fail(f"run saved INCOMPLETE to {path}: {run.meta.incomplete_reason}", 1)
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from .metrics import summarize
+
+    try:
+        run = load_run(args.file)
+    except RunFileError as e:
+        return _fail(str(e))
+    summary = summarize(run)
+    print(summary.model_dump_json(indent=2))
+    if summary.counters_match is False:
+        return _fail("the run's step records disagree with vLLM's own spec-decode counters", 1)
+    return 0
+
+
+def cmd_demo_model(args: argparse.Namespace) -> int:
+    from .demo_model import DemoModelError, ensure_demo_model
+
+    try:
+        path = ensure_demo_model(Path(args.dest) if args.dest else None)
+    except DemoModelError as e:
+        return _fail(str(e))
+    print(path)
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    text = json.dumps(run_json_schema(), indent=2) + "\n"
+    if args.out:
+        Path(args.out).write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m specviz", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("record", help="start vLLM with the tracer, run a prompt set, save the run")
+    r.add_argument("--model", required=True, help="target model folder")
+    r.add_argument("--spec", required=True, help="speculative config as JSON, or 'none' for the baseline")
+    r.add_argument("--prompts", required=True, help="builtin:chat|summarize|code|repetitive, or a .txt/.json file")
+    r.add_argument("--concurrency", type=int, default=1)
+    r.add_argument("--max-tokens", type=int, default=128)
+    r.add_argument("--out", required=True, help="run file to write (.json or .json.gz)")
+    r.add_argument("--num-prompts", type=int, default=0, help="cycle the prompt set to this many requests")
+    r.add_argument("--temperature", type=float, default=0.0)
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--dtype", default="auto")
+    r.add_argument("--max-model-len", type=int, default=2048)
+    r.add_argument("--port", type=int, default=None, help="default: a free port")
+    r.add_argument("--no-chat-template", action="store_true", help="send prompts as raw text")
+    r.set_defaults(fn=cmd_record)
+
+    c = sub.add_parser("check", help="validate a run file and print its summary as JSON")
+    c.add_argument("file")
+    c.set_defaults(fn=cmd_check)
+
+    d = sub.add_parser("demo-model", help="build the SmolLM2-135M-Instruct demo model folder (cached)")
+    d.add_argument("--dest", default=None)
+    d.set_defaults(fn=cmd_demo_model)
+
+    s = sub.add_parser("schema", help="print or write the JSON Schema of run files")
+    s.add_argument("--out", default=None)
+    s.set_defaults(fn=cmd_schema)
+
+    args = p.parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,541 @@
+"""Start a local vLLM server with the tracer, stream completions through it, and build a Run.
+
+    with LocalServer(model="/models/SmolLM2", spec=SpecConfig.parse('{"method":"ngram",...}')) as server:
+        server.start(progress=print)              # waits for /health, shows the log tail on failure
+        run = record(server, prompts, prompt_set="chat", concurrency=4, max_tokens=128)
+
+The server is `python -m vllm.entrypoints.openai.api_server` in its own process group, so
+stop() ends the API server, its EngineCore child and anything they spawned. Each request carries
+an X-Request-Id; vLLM names the engine request "cmpl-<id>-<i>-<random>", which is how the
+tracer's step records are joined back to the client's streams.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import platform as py_platform
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from . import __version__
+from .config import SpecConfig
+from .trace import Request, Run, RunMeta, SpecDecodeCounters, Step
+from .tracer import TRACE_FILE_ENV
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TRACER_CLS = "specviz.tracer.TracingScheduler"
+
+
+class EngineError(RuntimeError):
+    """The engine could not start or died; the message carries the log tail."""
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def local_device() -> tuple[str, str]:
+    """(vLLM platform name, device name) of this machine, e.g. ('cpu', 'AMD EPYC 9654 96-Core Processor')."""
+    try:
+        from vllm.platforms import current_platform
+
+        name = current_platform.device_name
+        device = current_platform.get_device_name() if not current_platform.is_cpu() else ""
+    except Exception:  # vLLM missing or its platform detection failed: still record what we can
+        name, device = "unknown", ""
+    if not device:
+        device = _cpu_model() or py_platform.processor() or py_platform.machine()
+    return name, device
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+@dataclass
+class LocalServer:
+    """A vLLM OpenAI-compatible server started by specviz, traced by specviz.tracer."""
+
+    model: str
+    spec: SpecConfig | None = None
+    port: int | None = None
+    dtype: str = "auto"
+    max_model_len: int = 2048
+    seed: int = 0
+    trace: bool = True
+    extra_args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    workdir: Path | None = None  # log and trace files; a fresh temp dir if None
+
+    proc: subprocess.Popen | None = field(default=None, init=False, repr=False)
+    start_time_s: float | None = field(default=None, init=False)
+    ready_after_s: float | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self.workdir = Path(self.workdir or tempfile.mkdtemp(prefix="specviz-server-"))
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.workdir / "server.log"
+        self.trace_path = self.workdir / "trace.jsonl"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        cmd = [
+            sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+            "--model", self.model,
+            "--host", "127.0.0.1", "--port", str(self.port),
+            "--dtype", self.dtype,
+            "--max-model-len", str(self.max_model_len),
+            "--seed", str(self.seed),
+            "--enforce-eager",
+        ]
+        if self.spec is not None:
+            cmd += ["--speculative-config", json.dumps(self.spec.to_vllm())]
+        if self.trace:
+            cmd += ["--scheduler-cls", TRACER_CLS, "--no-async-scheduling"]
+        return cmd + self.extra_args
+
+    def start(self, progress: Callable[[float, str], None] | None = None, timeout_s: float = 900) -> float:
+        """Start the server and wait until /health answers; return the seconds it took.
+
+        Raises EngineError (with the server's last log lines) if the model folder is missing, the
+        port is taken, or the server exits or does not become healthy within timeout_s.
+        """
+        if not Path(self.model).is_dir():
+            raise EngineError(f"model folder {self.model!r} does not exist (specviz serves local model folders)")
+        if self.spec is not None:
+            self.spec.check_local_paths()
+        if self.port is None:
+            self.port = free_port()
+        elif not port_is_free(self.port):
+            raise EngineError(f"port {self.port} is already in use: choose another port or stop what uses it")
+        env = os.environ | {
+            "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+            TRACE_FILE_ENV: str(self.trace_path),
+            "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),
+        } | self.env
+        self.trace_path.unlink(missing_ok=True)
+        log = open(self.log_path, "wb")  # noqa: SIM115 (the child keeps writing to it)
+        self.start_time_s = time.time()
+        self.proc = subprocess.Popen(
+            self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env=env, start_new_session=True, cwd=self.workdir,
+        )
+        log.close()
+        _live_servers.add(self)
+        deadline = time.monotonic() + timeout_s
+        with httpx.Client(timeout=2.0) as client:
+            while True:
+                elapsed = time.time() - self.start_time_s
+                if self.proc.poll() is not None:
+                    code = self.proc.returncode
+                    self.stop()
+                    raise EngineError(f"vLLM exited with code {code} while starting.\n{self.log_tail()}")
+                try:
+                    if client.get(f"{self.url}/health").status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise EngineError(f"vLLM did not become healthy within {timeout_s:.0f} s.\n{self.log_tail()}")
+                if progress:
+                    progress(elapsed, self.log_tail(1))
+                time.sleep(0.5)
+        self.ready_after_s = time.time() - self.start_time_s
+        return self.ready_after_s
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, n: int = 30) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                return b"".join(deque(f, maxlen=n)).decode(errors="replace").rstrip()
+        except OSError:
+            return ""
+
+    def stop(self, grace_s: float = 20) -> None:
+        """End the server's whole process group: SIGTERM, then SIGKILL after grace_s."""
+        _live_servers.discard(self)
+        if self.proc is None:
+            return
+        for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10)):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                self.proc.wait(timeout=wait_s)
+            except subprocess.TimeoutExpired:
+                continue
+            # The leader is gone; children may linger briefly, so the group gets the next signal too.
+            if not _group_alive(self.proc.pid):
+                break
+        self.proc = None
+
+    def __enter__(self) -> LocalServer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+_live_servers: set[LocalServer] = set()
+
+
+@atexit.register
+def _stop_all_servers() -> None:
+    for server in list(_live_servers):
+        server.stop(grace_s=5)
+
+
+# ---- vLLM's counters ---------------------------------------------------------------------------
+
+_COUNTER_FIELDS = {
+    "vllm:spec_decode_num_drafts": "num_drafts",
+    "vllm:spec_decode_num_draft_tokens": "num_draft_tokens",
+    "vllm:spec_decode_num_accepted_tokens": "num_accepted_tokens",
+}
+
+
+def parse_spec_counters(metrics_text: str) -> SpecDecodeCounters | None:
+    """vLLM's spec-decode counters from a /metrics page, summed over engines; None if absent."""
+    totals = {f: 0 for f in _COUNTER_FIELDS.values()}
+    per_pos: dict[int, int] = {}
+    seen = False
+    for family in text_string_to_metric_families(metrics_text):
+        for sample in family.samples:
+            if not sample.name.endswith("_total"):
+                continue
+            base = sample.name.removesuffix("_total")
+            if base in _COUNTER_FIELDS:
+                totals[_COUNTER_FIELDS[base]] += int(sample.value)
+                seen = True
+            elif base == "vllm:spec_decode_num_accepted_tokens_per_pos":
+                pos = int(sample.labels["position"])
+                per_pos[pos] = per_pos.get(pos, 0) + int(sample.value)
+    if not seen:
+        return None
+    vector = [per_pos.get(i, 0) for i in range(max(per_pos) + 1)] if per_pos else []
+    return SpecDecodeCounters(**totals, num_accepted_tokens_per_pos=vector)
+
+
+def scrape_spec_counters(url: str) -> SpecDecodeCounters | None:
+    r = httpx.get(f"{url}/metrics", timeout=10)
+    r.raise_for_status()
+    return parse_spec_counters(r.text)
+
+
+def counters_delta(before: SpecDecodeCounters | None, after: SpecDecodeCounters | None) -> SpecDecodeCounters | None:
+    if after is None:
+        return None
+    if before is None:
+        return after
+    width = max(len(before.num_accepted_tokens_per_pos), len(after.num_accepted_tokens_per_pos))
+    pad = lambda v: v + [0] * (width - len(v))  # noqa: E731
+    return SpecDecodeCounters(
+        num_drafts=after.num_drafts - before.num_drafts,
+        num_draft_tokens=after.num_draft_tokens - before.num_draft_tokens,
+        num_accepted_tokens=after.num_accepted_tokens - before.num_accepted_tokens,
+        num_accepted_tokens_per_pos=[a - b for a, b in zip(pad(after.num_accepted_tokens_per_pos),
+                                                           pad(before.num_accepted_tokens_per_pos))],
+    )
+
+
+# ---- streaming ---------------------------------------------------------------------------------
+
+
+@dataclass
+class StreamResult:
+    """What the client saw of one streamed completion."""
+
+    request_id: str
+    prompt: str
+    start_time_s: float
+    prompt_token_ids: list[int] = field(default_factory=list)
+    token_ids: list[int] = field(default_factory=list)
+    text: str = ""
+    chunk_sizes: list[int] = field(default_factory=list)  # tokens per chunk: one chunk per engine step
+    first_token_time_s: float | None = None
+    end_time_s: float | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+
+
+def stream_completion(
+    client: httpx.Client, url: str, model: str, prompt: str, request_id: str, sampling: dict,
+    on_chunk: Callable[[StreamResult], None] | None = None,
+) -> StreamResult:
+    """POST /v1/completions with stream=true; never raises for server failures (see .error)."""
+    result = StreamResult(request_id=request_id, prompt=prompt, start_time_s=time.time())
+    body = {"model": model, "prompt": prompt, "stream": True, "return_token_ids": True} | sampling
+    try:
+        with client.stream("POST", f"{url}/v1/completions", json=body, headers={"X-Request-Id": request_id}) as r:
+            if r.status_code != 200:
+                r.read()
+                result.error = f"HTTP {r.status_code}: {r.text[:500]}"
+                return result
+            for line in r.iter_lines():
+                if not line.startswith("data: "):
+                    continue
+                payload = line.removeprefix("data: ")
+                if payload == "[DONE]":
+                    break
+                chunk = json.loads(payload)
+                if "error" in chunk:
+                    result.error = str(chunk["error"])
+                    break
+                choice = chunk["choices"][0]
+                result.prompt_token_ids = result.prompt_token_ids or choice.get("prompt_token_ids") or []
+                ids = choice.get("token_ids") or []
+                if ids:
+                    result.first_token_time_s = result.first_token_time_s or time.time()
+                    result.token_ids += ids
+                    result.chunk_sizes.append(len(ids))
+                result.text += choice.get("text") or ""
+                if choice.get("finish_reason"):
+                    result.finish_reason = choice["finish_reason"]
+                if on_chunk:
+                    on_chunk(result)
+    except (httpx.HTTPError, json.JSONDecodeError, KeyError, IndexError) as e:
+        result.error = f"{type(e).__name__}: {e}"
+    result.end_time_s = time.time() if result.error is None else None
+    return result
+
+
+# ---- the tracer's records ----------------------------------------------------------------------
+
+
+class TraceReader:
+    """Reads the tracer's JSON-lines file incrementally; a half-written last line waits for the next read."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._offset = 0
+
+    def read_new(self) -> list[dict]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self._offset)
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        end = data.rfind(b"\n") + 1
+        self._offset += end
+        return [json.loads(line) for line in data[:end].splitlines() if line.strip()]
+
+
+def client_request_id(engine_id: str) -> str:
+    """'cmpl-abc-7-0-1f2e3d4c' -> 'abc-7': strip vLLM's prefix, choice index and random suffix."""
+    return engine_id.removeprefix("cmpl-").rsplit("-", 2)[0]
+
+
+def steps_by_request(records: list[dict], request_ids: list[str], decode: Callable[[int], str]) -> dict[str, list[Step]]:
+    """Join tracer records to client request ids ("cmpl-<id>-..." engine ids)."""
+    out: dict[str, list[Step]] = {rid: [] for rid in request_ids}
+    for rec in records:
+        for engine_id, drafts, sampled, committed in rec["reqs"]:
+            rid = client_request_id(engine_id)
+            if rid not in out:  # another client's request (a warm-up, or a second user)
+                continue
+            out[rid].append(Step(
+                engine_step=rec["step"], time_s=rec["t"],
+                draft_token_ids=drafts, sampled_token_ids=sampled, committed_token_ids=committed,
+                num_accepted=len(sampled) - 1 if drafts else 0,
+                draft_texts=[decode(t) for t in drafts], sampled_texts=[decode(t) for t in sampled],
+            ))
+    return out
+
+
+def _steps_within(steps: list[Step], n_tokens: int) -> list[Step]:
+    """The leading steps whose committed tokens fit in n_tokens (for a request cut off mid-run)."""
+    kept, total = [], 0
+    for s in steps:
+        total += len(s.committed_token_ids)
+        if total > n_tokens:
+            break
+        kept.append(s)
+    return kept
+
+
+# ---- recording a run ---------------------------------------------------------------------------
+
+
+def load_tokenizer(model: str):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(model)
+
+
+def apply_chat_template(tokenizer, prompt: str) -> str:
+    if getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                             add_generation_prompt=True)
+    return prompt
+
+
+def vllm_version() -> str:
+    try:
+        from vllm import __version__ as v
+    except ImportError:
+        return "unknown"
+    return v
+
+
+def record(
+    server: LocalServer,
+    prompts: list[str],
+    *,
+    prompt_set: str,
+    concurrency: int,
+    max_tokens: int,
+    temperature: float = 0.0,
+    seed: int = 0,
+    tokenizer=None,
+    chat: bool = True,
+    warmup: bool = True,
+    on_request_done: Callable[[StreamResult], None] | None = None,
+) -> Run:
+    """Send every prompt (at most `concurrency` in flight), join the tracer's steps, return the Run.
+
+    If the server dies part-way, the Run holds what arrived, with complete=False and the reason.
+    """
+    tokenizer = tokenizer or load_tokenizer(server.model)
+    texts = [apply_chat_template(tokenizer, p) if chat else p for p in prompts]
+    sampling = {"max_tokens": max_tokens, "temperature": temperature, "top_p": 1.0, "seed": seed}
+    run_id = uuid.uuid4().hex[:12]
+    request_ids = [f"{run_id}-{i}" for i in range(len(texts))]
+    reader = TraceReader(server.trace_path)
+    lock = threading.Lock()
+
+    with httpx.Client(timeout=httpx.Timeout(None, connect=10.0),
+                      limits=httpx.Limits(max_connections=concurrency + 2)) as client:
+        if warmup:
+            stream_completion(client, server.url, server.model, texts[0], f"warmup-{run_id}",
+                              sampling | {"max_tokens": min(8, max_tokens)})
+        reader.read_new()  # skip the warm-up's records
+        before = _try(lambda: scrape_spec_counters(server.url))
+
+        def one(i: int) -> StreamResult:
+            res = stream_completion(client, server.url, server.model, texts[i], request_ids[i], sampling)
+            if on_request_done:
+                with lock:
+                    on_request_done(res)
+            return res
+
+        with ThreadPoolExecutor(max_workers=concurrency) as pool:
+            results = list(pool.map(one, range(len(texts))))
+        after = _try(lambda: scrape_spec_counters(server.url)) if server.alive() else None
+
+    # The tracer writes a step before its tokens reach the client, so by now every step is on disk.
+    steps = steps_by_request(reader.read_new(), request_ids, _decoder(tokenizer))
+    errors = [r.error for r in results if r.error]
+    complete = not errors and server.alive()
+    reason = None
+    if not complete:
+        reason = (errors[0] if errors else "the server stopped")
+        if not server.alive():
+            reason = f"the vLLM server died during the run ({reason}). Server log tail:\n{server.log_tail(15)}"
+
+    requests = []
+    for res in results:
+        req_steps = steps[res.request_id] if server.trace else []
+        if res.finish_reason is None:
+            req_steps = _steps_within(req_steps, len(res.token_ids))
+        requests.append(Request(
+            request_id=res.request_id, prompt=res.prompt, prompt_token_ids=res.prompt_token_ids,
+            output_token_ids=res.token_ids, output_text=res.text, start_time_s=res.start_time_s,
+            first_token_time_s=res.first_token_time_s, end_time_s=res.end_time_s,
+            finish_reason=res.finish_reason, steps=req_steps,
+        ))
+    platform_name, device = local_device()
+    spec = server.spec
+    meta = RunMeta(
+        run_id=run_id,
+        created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        specviz_version=__version__,
+        vllm_version=vllm_version(),
+        platform=platform_name,
+        device_name=device,
+        # A traced server runs with --no-async-scheduling; the CPU platform forces it off anyway.
+        async_scheduling=not server.trace and platform_name != "cpu",
+        traced=server.trace,
+        target_model=server.model,
+        speculative_config=spec.to_vllm() if spec else None,
+        method=spec.method if spec else None,
+        num_speculative_tokens=spec.num_speculative_tokens if spec else None,
+        sampling=sampling,
+        prompt_set=prompt_set,
+        concurrency=concurrency,
+        max_tokens=max_tokens,
+        complete=complete,
+        incomplete_reason=reason,
+        vllm_counters=counters_delta(before, after) if spec and complete else None,
+    )
+    return Run(meta=meta, requests=requests)
+
+
+def _try(fn):
+    try:
+        return fn()
+    except httpx.HTTPError:
+        return None
+
+
+def _decoder(tokenizer) -> Callable[[int], str]:
+    cache: dict[int, str] = {}
+
+    def decode(token_id: int) -> str:
+        if token_id not in cache:
+            cache[token_id] = tokenizer.decode([token_id])
+        return cache[token_id]
+
+    return decode

@@ -1,0 +1,183 @@
+"""Figures computed from a Run, in vLLM's words.
+
+Worked example: two steps with k=3 drafts each, accepting 2 and 3 (the second gets a bonus):
+    num_drafts = 2, num_draft_tokens = 6, num_accepted_tokens = 5
+    num_accepted_tokens_per_pos = [2, 2, 1]   (position j counts steps that accepted > j drafts)
+    mean_acceptance_length = 1 + 5 / 2 = 3.5  tokens per target pass, as vLLM reports it
+    draft_acceptance_rate  = 5 / 6 = 0.833
+    acceptance_rate_per_pos = [1.0, 1.0, 0.5]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from .trace import Request, Run, SpecDecodeCounters, Step
+
+
+class Acceptance(BaseModel):
+    """Spec-decode totals; the same fields whether counted from steps or read from vLLM."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    num_drafts: int
+    num_draft_tokens: int
+    num_accepted_tokens: int
+    num_accepted_tokens_per_pos: list[int]
+
+    @property
+    def mean_acceptance_length(self) -> float | None:
+        return 1 + self.num_accepted_tokens / self.num_drafts if self.num_drafts else None
+
+    @property
+    def draft_acceptance_rate(self) -> float | None:
+        return self.num_accepted_tokens / self.num_draft_tokens if self.num_draft_tokens else None
+
+    @property
+    def acceptance_rate_per_pos(self) -> list[float]:
+        return [n / self.num_drafts for n in self.num_accepted_tokens_per_pos] if self.num_drafts else []
+
+
+def count_acceptance(steps: list[Step], k: int | None = None) -> Acceptance:
+    """Totals over steps that verified drafts; the per-position vector has length k (or the most drafts seen)."""
+    drafted = [s for s in steps if s.draft_token_ids]
+    width = k if k is not None else max((s.num_drafts for s in drafted), default=0)
+    per_pos = [0] * width
+    for s in drafted:
+        for j in range(s.num_accepted):
+            per_pos[j] += 1
+    return Acceptance(
+        num_drafts=len(drafted),
+        num_draft_tokens=sum(s.num_drafts for s in drafted),
+        num_accepted_tokens=sum(s.num_accepted for s in drafted),
+        num_accepted_tokens_per_pos=per_pos,
+    )
+
+
+def run_acceptance(run: Run) -> Acceptance:
+    return count_acceptance([s for r in run.requests for s in r.steps], run.meta.num_speculative_tokens)
+
+
+def counters_acceptance(counters: SpecDecodeCounters) -> Acceptance:
+    return Acceptance(**counters.model_dump())
+
+
+def request_acceptance_length(request: Request) -> float | None:
+    """Mean tokens committed per drafted step of one request (1 + accepted / drafts)."""
+    return count_acceptance(request.steps).mean_acceptance_length
+
+
+def time_to_first_token_s(request: Request) -> float | None:
+    return None if request.first_token_time_s is None else request.first_token_time_s - request.start_time_s
+
+
+def time_per_output_token_s(request: Request) -> float | None:
+    """Decode time per token after the first: (end - first token) / (n - 1)."""
+    n = len(request.output_token_ids)
+    if request.first_token_time_s is None or request.end_time_s is None or n < 2:
+        return None
+    return (request.end_time_s - request.first_token_time_s) / (n - 1)
+
+
+def request_output_tokens_per_s(request: Request) -> float | None:
+    """Output tokens / (end - sent): what one user sees."""
+    if request.end_time_s is None or request.end_time_s <= request.start_time_s:
+        return None
+    return len(request.output_token_ids) / (request.end_time_s - request.start_time_s)
+
+
+def output_tokens_per_s(run: Run) -> float | None:
+    """All output tokens / wall time from the first request sent to the last one finished.
+
+    4 requests of 100 tokens, sent at t=0, the last finishing at t=8 s -> 400 / 8 = 50 tokens/s.
+    """
+    ends = [r.end_time_s or r.first_token_time_s for r in run.requests]
+    ends = [e for e in ends if e is not None]
+    if not run.requests or not ends:
+        return None
+    span = max(ends) - min(r.start_time_s for r in run.requests)
+    total = sum(len(r.output_token_ids) for r in run.requests)
+    return total / span if span > 0 else None
+
+
+def percentile(values: list[float | None], q: float) -> float | None:
+    present = [v for v in values if v is not None]
+    return float(np.percentile(present, q)) if present else None
+
+
+class Summary(BaseModel):
+    """What `python -m specviz check` prints; the provenance travels with the figures."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run_id: str
+    complete: bool
+    method: str | None
+    num_speculative_tokens: int | None
+    concurrency: int
+    prompt_set: str
+    max_tokens: int
+    num_requests: int
+    num_output_tokens: int
+    num_steps: int
+    vllm_version: str
+    platform: str
+    device_name: str
+    mean_acceptance_length: float | None
+    draft_acceptance_rate: float | None
+    num_drafts: int
+    num_draft_tokens: int
+    num_accepted_tokens: int
+    num_accepted_tokens_per_pos: list[int]
+    acceptance_rate_per_pos: list[float]
+    request_acceptance_lengths: list[float | None]
+    output_tokens_per_s: float | None
+    request_output_tokens_per_s_p50: float | None
+    time_to_first_token_s_p50: float | None
+    time_to_first_token_s_p90: float | None
+    time_per_output_token_s_p50: float | None
+    time_per_output_token_s_p90: float | None
+    vllm_counters: Acceptance | None
+    counters_match: bool | None
+
+
+def summarize(run: Run) -> Summary:
+    acc = run_acceptance(run)
+    counters = counters_acceptance(run.meta.vllm_counters) if run.meta.vllm_counters else None
+    traced = run.meta.traced
+    # Without the tracer the steps are unknown: vLLM's counters are the only acceptance figures.
+    best = acc if traced or counters is None else counters
+    ttft = [time_to_first_token_s(r) for r in run.requests]
+    tpot = [time_per_output_token_s(r) for r in run.requests]
+    return Summary(
+        run_id=run.meta.run_id,
+        complete=run.meta.complete,
+        method=run.meta.method,
+        num_speculative_tokens=run.meta.num_speculative_tokens,
+        concurrency=run.meta.concurrency,
+        prompt_set=run.meta.prompt_set,
+        max_tokens=run.meta.max_tokens,
+        num_requests=len(run.requests),
+        num_output_tokens=sum(len(r.output_token_ids) for r in run.requests),
+        num_steps=sum(len(r.steps) for r in run.requests),
+        vllm_version=run.meta.vllm_version,
+        platform=run.meta.platform,
+        device_name=run.meta.device_name,
+        mean_acceptance_length=best.mean_acceptance_length,
+        draft_acceptance_rate=best.draft_acceptance_rate,
+        num_drafts=best.num_drafts,
+        num_draft_tokens=best.num_draft_tokens,
+        num_accepted_tokens=best.num_accepted_tokens,
+        num_accepted_tokens_per_pos=best.num_accepted_tokens_per_pos,
+        acceptance_rate_per_pos=best.acceptance_rate_per_pos,
+        request_acceptance_lengths=[request_acceptance_length(r) for r in run.requests],
+        output_tokens_per_s=output_tokens_per_s(run),
+        request_output_tokens_per_s_p50=percentile([request_output_tokens_per_s(r) for r in run.requests], 50),
+        time_to_first_token_s_p50=percentile(ttft, 50),
+        time_to_first_token_s_p90=percentile(ttft, 90),
+        time_per_output_token_s_p50=percentile(tpot, 50),
+        time_per_output_token_s_p90=percentile(tpot, 90),
+        vllm_counters=counters,
+        counters_match=(counters == acc) if (counters is not None and traced) else None,
+    )

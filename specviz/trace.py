@@ -1,0 +1,220 @@
+"""The run file: what one recording of vLLM speculative decoding contains.
+
+A `Run` is plain data: metadata, then per request its steps. One `Step` is one engine step
+(one target forward pass) as seen by one request:
+
+    prompt "The weather today is", drafts  [sunny, and, warm, outside]
+    the target samples                     [sunny, and, clear]      -> num_accepted = 2
+    accepted prefix  = drafts[:2]          = [sunny, and]
+    correction       = sampled[2]          = clear   (the target's token in place of "warm")
+    discarded tail   = drafts[3:]          = [outside]
+    committed        = sampled             = 3 tokens for one target pass
+
+When every draft is accepted the last sampled token is the bonus token. A step without drafts
+(prefill, or a drafter that found nothing) samples one token. `committed_token_ids` is the part
+of `sampled_token_ids` that joined the output: shorter only when the request stopped inside the
+step (max_tokens or a stop token), which vLLM still counts as accepted in its own counters.
+
+Files are JSON, optionally gzip-compressed (by the `.gz` suffix on save, by magic bytes on load).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+SCHEMA_VERSION = 1
+RUN_FILE_KIND = "specviz.run"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Step(_Frozen):
+    """One engine step of one request."""
+
+    engine_step: int = Field(ge=0, description="index of the engine step in the server's life")
+    time_s: float = Field(description="unix time when the scheduler saw the target's output")
+    draft_token_ids: list[int] = Field(description="drafts the target verified; [] if none")
+    sampled_token_ids: list[int] = Field(min_length=1, description="accepted drafts + correction or bonus")
+    committed_token_ids: list[int] = Field(description="prefix of sampled_token_ids appended to the output")
+    num_accepted: int = Field(ge=0, description="len(sampled) - 1 when drafts were verified, else 0")
+    draft_texts: list[str] = Field(default_factory=list, description="decoded drafts, for display")
+    sampled_texts: list[str] = Field(default_factory=list, description="decoded sampled tokens, for display")
+
+    @model_validator(mode="after")
+    def _check(self) -> Step:
+        k = len(self.draft_token_ids)
+        if any(t < 0 for t in self.draft_token_ids):
+            raise ValueError("draft_token_ids contains placeholder ids (<0): async scheduling was on")
+        if self.num_accepted > k:
+            raise ValueError(f"num_accepted={self.num_accepted} > number of drafts {k}")
+        if len(self.sampled_token_ids) != self.num_accepted + 1:
+            raise ValueError(
+                f"sampled {len(self.sampled_token_ids)} tokens but num_accepted={self.num_accepted}: "
+                "a step samples the accepted drafts plus one token"
+            )
+        if self.sampled_token_ids[: self.num_accepted] != self.draft_token_ids[: self.num_accepted]:
+            raise ValueError("the accepted prefix of sampled_token_ids differs from the drafts")
+        if self.sampled_token_ids[: len(self.committed_token_ids)] != self.committed_token_ids:
+            raise ValueError("committed_token_ids is not a prefix of sampled_token_ids")
+        for name, texts, ids in (
+            ("draft_texts", self.draft_texts, self.draft_token_ids),
+            ("sampled_texts", self.sampled_texts, self.sampled_token_ids),
+        ):
+            if texts and len(texts) != len(ids):
+                raise ValueError(f"{name} has {len(texts)} entries for {len(ids)} tokens")
+        return self
+
+    @property
+    def num_drafts(self) -> int:
+        return len(self.draft_token_ids)
+
+    @property
+    def all_accepted(self) -> bool:
+        """True when the last sampled token is a bonus token (every draft accepted)."""
+        return bool(self.draft_token_ids) and self.num_accepted == len(self.draft_token_ids)
+
+
+class Request(_Frozen):
+    request_id: str
+    prompt: str
+    prompt_token_ids: list[int] = Field(default_factory=list)
+    output_token_ids: list[int]
+    output_text: str
+    start_time_s: float = Field(description="unix time the client sent the request")
+    first_token_time_s: float | None = None
+    end_time_s: float | None = None
+    finish_reason: str | None = Field(description="'length', 'stop', 'abort', or None if cut off")
+    steps: list[Step] = Field(default_factory=list, description="empty when the server had no tracer")
+
+    @model_validator(mode="after")
+    def _check(self) -> Request:
+        if self.steps:
+            committed = [t for s in self.steps for t in s.committed_token_ids]
+            if committed != self.output_token_ids:
+                raise ValueError(
+                    f"request {self.request_id}: the steps commit {len(committed)} tokens that differ "
+                    f"from its {len(self.output_token_ids)} output tokens"
+                )
+        engine_steps = [s.engine_step for s in self.steps]
+        if engine_steps != sorted(set(engine_steps)):
+            raise ValueError(f"request {self.request_id}: engine steps are not strictly increasing")
+        return self
+
+
+class SpecDecodeCounters(_Frozen):
+    """vLLM's own spec-decode counters for the run (after minus before, from /metrics)."""
+
+    num_drafts: int
+    num_draft_tokens: int
+    num_accepted_tokens: int
+    num_accepted_tokens_per_pos: list[int]
+
+
+class RunMeta(_Frozen):
+    run_id: str
+    created_at: str = Field(description="ISO 8601, UTC")
+    specviz_version: str
+    vllm_version: str
+    platform: str = Field(description="vLLM platform: cpu, rocm, cuda, ... or 'unknown' for a remote server")
+    device_name: str = Field(description="e.g. 'AMD Instinct MI300X' or the CPU model")
+    async_scheduling: bool
+    traced: bool = Field(description="True when the server ran the specviz tracer")
+    target_model: str
+    speculative_config: dict | None = Field(description="as passed to vLLM; None for the baseline")
+    method: str | None
+    num_speculative_tokens: int | None
+    sampling: dict = Field(description="temperature, top_p, seed, ... as sent to the server")
+    prompt_set: str
+    concurrency: int = Field(ge=1)
+    max_tokens: int = Field(ge=1)
+    complete: bool = True
+    incomplete_reason: str | None = None
+    vllm_counters: SpecDecodeCounters | None = None
+    notes: str = ""
+
+
+class Run(_Frozen):
+    kind: Literal["specviz.run"] = RUN_FILE_KIND
+    schema_version: Literal[1] = SCHEMA_VERSION
+    meta: RunMeta
+    requests: list[Request]
+
+    @model_validator(mode="after")
+    def _check(self) -> Run:
+        ids = [r.request_id for r in self.requests]
+        if len(ids) != len(set(ids)):
+            raise ValueError("request ids are not unique")
+        if self.meta.complete and self.meta.incomplete_reason:
+            raise ValueError("a complete run has no incomplete_reason")
+        k = self.meta.num_speculative_tokens
+        if k is not None:
+            for r in self.requests:
+                for s in r.steps:
+                    if s.num_drafts > k:
+                        raise ValueError(
+                            f"request {r.request_id} step {s.engine_step} has {s.num_drafts} drafts, "
+                            f"more than num_speculative_tokens={k}"
+                        )
+        if self.meta.speculative_config is None and any(s.draft_token_ids for r in self.requests for s in r.steps):
+            raise ValueError("a baseline run (no speculative_config) has steps with drafts")
+        return self
+
+
+class RunFileError(ValueError):
+    """A run file that cannot be read: corrupt, truncated, foreign or invalid. The message says why."""
+
+
+def save_run(run: Run, path: str | Path) -> Path:
+    """Write `run` as JSON (gzip if the name ends in .gz) atomically: a crash never leaves half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = run.model_dump_json().encode()
+    if path.suffix == ".gz":
+        data = gzip.compress(data, mtime=0)
+    tmp = path.with_name(path.name + ".part")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+    return path
+
+
+def load_run(source: str | Path | bytes) -> Run:
+    """Read a run from a path or from the bytes of a file; raise RunFileError saying what is wrong."""
+    name = "<uploaded>" if isinstance(source, bytes) else str(source)
+    try:
+        raw = source if isinstance(source, bytes) else Path(source).read_bytes()
+    except OSError as e:
+        raise RunFileError(f"{name}: cannot read: {e.strerror or e}") from e
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as e:
+            raise RunFileError(f"{name}: corrupt or truncated gzip data ({e})") from e
+    try:
+        doc = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise RunFileError(f"{name}: not JSON, or truncated ({e})") from e
+    if not isinstance(doc, dict) or doc.get("kind") != RUN_FILE_KIND:
+        raise RunFileError(f"{name}: not a specviz run file (expected \"kind\": \"{RUN_FILE_KIND}\")")
+    version = doc.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise RunFileError(
+            f"{name}: schema_version {version!r}; this specviz reads version {SCHEMA_VERSION}"
+        )
+    try:
+        return Run.model_validate(doc)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise RunFileError(f"{name}: invalid run file at {where or 'top level'}: {first['msg']}") from e
+
+
+def run_json_schema() -> dict:
+    """The JSON Schema of a run file (written to sample_runs/run.schema.json)."""
+    return Run.model_json_schema()
