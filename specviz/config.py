@@ -92,7 +92,8 @@ class SpecConfig(BaseModel):
             if unknown:
                 raise ConfigError(f"speculative config: unknown field(s) {', '.join(map(repr, unknown))} for this vLLM")
         if method == "ngram":
-            lo, hi = d.get("prompt_lookup_min", 1), d.get("prompt_lookup_max", lo)
+            lo = d.get("prompt_lookup_min", 1)
+            hi = d.get("prompt_lookup_max", lo)
             for name, v in (("prompt_lookup_min", lo), ("prompt_lookup_max", hi)):
                 if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                     raise ConfigError(f"speculative config: {name!r} must be an integer >= 1, got {v!r}")

@@ -36,8 +36,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from . import __version__
 from .config import SpecConfig
-from .trace import Request, Run, RunMeta, SpecDecodeCounters, Step
-from .tracer import TRACE_FILE_ENV
+from .trace import TRACE_FILE_ENV, Request, Run, RunMeta, SpecDecodeCounters, Step
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TRACER_CLS = "specviz.tracer.TracingScheduler"
@@ -86,7 +85,7 @@ def _cpu_model() -> str:
     return ""
 
 
-@dataclass
+@dataclass(eq=False)  # identity semantics: servers live in a set
 class LocalServer:
     """A vLLM OpenAI-compatible server started by specviz, traced by specviz.tracer."""
 
@@ -156,7 +155,7 @@ class LocalServer:
         self.start_time_s = time.time()
         self.proc = subprocess.Popen(
             self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env=env, start_new_session=True, cwd=self.workdir,
+            env=env, start_new_session=True,
         )
         log.close()
         _live_servers.add(self)

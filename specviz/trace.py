@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 SCHEMA_VERSION = 1
 RUN_FILE_KIND = "specviz.run"
+TRACE_FILE_ENV = "SPECVIZ_TRACE_FILE"  # where specviz.tracer appends its step records (JSON lines)
 
 
 class _Frozen(BaseModel):

@@ -31,9 +31,10 @@ import time
 from vllm.logger import init_logger
 from vllm.v1.core.sched.scheduler import Scheduler
 
+from .trace import TRACE_FILE_ENV
+
 logger = init_logger(__name__)
 
-TRACE_FILE_ENV = "SPECVIZ_TRACE_FILE"
 PLACEHOLDER_TOKEN_ID = -1
 
 

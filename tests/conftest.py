@@ -1,0 +1,44 @@
+"""Shared test helpers: hand-built runs for unit tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from specviz.trace import Request, Run, RunMeta, Step
+
+
+def make_step(i: int, drafts: list[int], sampled: list[int], committed: list[int] | None = None) -> Step:
+    return Step(
+        engine_step=i, time_s=1000.0 + i, draft_token_ids=drafts, sampled_token_ids=sampled,
+        committed_token_ids=sampled if committed is None else committed,
+        num_accepted=len(sampled) - 1 if drafts else 0,
+    )
+
+
+def make_run(requests: list[Request], *, k: int | None = 3, **meta) -> Run:
+    fields = dict(
+        run_id="test", created_at="2026-12-02T00:00:00+00:00", specviz_version="0", vllm_version="0.32.0",
+        platform="cpu", device_name="test cpu", async_scheduling=False, traced=True, target_model="tiny",
+        speculative_config={"method": "ngram", "num_speculative_tokens": k} if k else None,
+        method="ngram" if k else None, num_speculative_tokens=k, sampling={"temperature": 0.0},
+        prompt_set="unit", concurrency=1, max_tokens=16,
+    ) | meta
+    return Run(meta=RunMeta(**fields), requests=requests)
+
+
+@pytest.fixture
+def weather_run() -> Run:
+    """The worked example: drafts 'sunny and warm outside', target accepts 2 and puts 'clear'.
+
+    Token ids: sunny=1 and=2 warm=3 outside=4 clear=5 today=6 .=7 it=8 is=9
+    step 0: prefill, no drafts, samples [6]
+    step 1: drafts [1,2,3,4] -> sampled [1,2,5]     accepted 2, correction 5, tail [4] discarded
+    step 2: drafts [7,8,9]   -> sampled [7,8,9,2]   all accepted, bonus 2
+    """
+    steps = [make_step(0, [], [6]), make_step(1, [1, 2, 3, 4], [1, 2, 5]), make_step(2, [7, 8, 9], [7, 8, 9, 2])]
+    req = Request(
+        request_id="r0", prompt="The weather today is", output_token_ids=[6, 1, 2, 5, 7, 8, 9, 2],
+        output_text="x", start_time_s=999.0, first_token_time_s=1000.0, end_time_s=1002.0,
+        finish_reason="length", steps=steps,
+    )
+    return make_run([req], k=4)

@@ -1,0 +1,101 @@
+import gzip
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from conftest import make_run, make_step
+from specviz.trace import Request, Step, RunFileError, load_run, run_json_schema, save_run
+
+
+def test_step_roles_of_the_worked_example(weather_run):
+    step = weather_run.requests[0].steps[1]
+    assert step.num_accepted == 2
+    assert step.draft_token_ids[: step.num_accepted] == [1, 2]  # accepted prefix
+    assert step.sampled_token_ids[step.num_accepted] == 5  # correction in place of draft 3
+    assert step.draft_token_ids[step.num_accepted + 1:] == [4]  # discarded tail
+    assert not step.all_accepted
+    assert weather_run.requests[0].steps[2].all_accepted
+
+
+@pytest.mark.parametrize("drafts,sampled,num_accepted,match", [
+    ([1, 2], [1, 2, 3, 4], 3, "num_accepted=3 > number of drafts 2"),
+    ([1, 2, 3], [1, 9, 9], 2, "accepted prefix"),
+    ([1, 2, 3], [1, 2], 2, "plus one token"),
+    ([-1, -1], [5], 0, "placeholder"),
+])
+def test_step_invariants_refuse_inconsistent_steps(drafts, sampled, num_accepted, match):
+    with pytest.raises(ValidationError, match=match):
+        Step(engine_step=0, time_s=0.0, draft_token_ids=drafts, sampled_token_ids=sampled,
+            committed_token_ids=sampled, num_accepted=num_accepted)
+
+
+def test_committed_must_be_a_prefix_of_sampled():
+    with pytest.raises(ValidationError, match="prefix"):
+        make_step(0, [1, 2], [1, 2, 3], committed=[1, 3])
+
+
+def test_request_output_must_equal_committed_tokens():
+    with pytest.raises(ValidationError, match="differ from its 3 output tokens"):
+        Request(request_id="r", prompt="p", output_token_ids=[6, 1, 2], output_text="", start_time_s=0,
+                finish_reason="length", steps=[make_step(0, [], [6]), make_step(1, [1, 2], [1, 3])])
+
+
+def test_request_stopped_inside_a_step_commits_a_prefix():
+    # max_tokens hit after the first accepted draft: vLLM counts 2 accepted, the output keeps 1 + 1.
+    step = make_step(1, [1, 2, 3], [1, 2, 5], committed=[1])
+    req = Request(request_id="r", prompt="p", output_token_ids=[6, 1], output_text="", start_time_s=0,
+                  finish_reason="length", steps=[make_step(0, [], [6]), step])
+    assert req.steps[1].num_accepted == 2
+
+
+def test_run_refuses_more_drafts_than_k_and_drafts_in_a_baseline(weather_run):
+    with pytest.raises(ValidationError, match="more than num_speculative_tokens=2"):
+        make_run(list(weather_run.requests), k=2)
+    with pytest.raises(ValidationError, match="baseline"):
+        make_run(list(weather_run.requests), k=None)
+
+
+def test_models_are_frozen_and_forbid_extra_fields(weather_run):
+    with pytest.raises(ValidationError):
+        weather_run.meta.concurrency = 3
+    doc = json.loads(weather_run.model_dump_json())
+    doc["meta"]["surprise"] = 1
+    with pytest.raises(ValidationError, match="surprise"):
+        type(weather_run).model_validate(doc)
+
+
+@pytest.mark.parametrize("name", ["run.json", "run.json.gz"])
+def test_save_and_load_round_trip(tmp_path, weather_run, name):
+    path = save_run(weather_run, tmp_path / name)
+    assert (path.read_bytes()[:2] == b"\x1f\x8b") == name.endswith(".gz")
+    assert load_run(path) == weather_run
+    assert load_run(path.read_bytes()) == weather_run
+    assert not list(tmp_path.glob("*.part"))
+
+
+def test_truncated_corrupt_and_foreign_files_are_refused_with_the_reason(tmp_path, weather_run):
+    good = save_run(weather_run, tmp_path / "run.json").read_bytes()
+    gz = gzip.compress(good)
+    cases = {
+        "truncated.json": (good[: len(good) // 2], "not JSON, or truncated"),
+        "truncated.json.gz": (gz[: len(gz) // 2], "corrupt or truncated gzip"),
+        "foreign.json": (b'{"hello": "world"}', "not a specviz run file"),
+        "list.json": (b"[1, 2]", "not a specviz run file"),
+        "binary.bin": (bytes(range(256)), "not JSON"),
+        "future.json": (good.replace(b'"schema_version":1', b'"schema_version":99'), "schema_version 99"),
+        "invalid.json": (good.replace(b'"num_accepted":2', b'"num_accepted":7'), "invalid run file at requests.0.steps.1"),
+    }
+    for name, (data, reason) in cases.items():
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(RunFileError, match=reason):
+            load_run(tmp_path / name)
+    with pytest.raises(RunFileError, match="cannot read"):
+        load_run(tmp_path / "missing.json")
+
+
+def test_json_schema_describes_the_run_file(weather_run):
+    schema = run_json_schema()
+    assert schema["properties"]["schema_version"]["const"] == 1
+    assert set(schema["$defs"]) >= {"RunMeta", "Request", "Step", "SpecDecodeCounters"}
+    assert schema["$defs"]["Step"]["additionalProperties"] is False
