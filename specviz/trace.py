@@ -219,3 +219,12 @@ def load_run(source: str | Path | bytes) -> Run:
 def run_json_schema() -> dict:
     """The JSON Schema of a run file (written to sample_runs/run.schema.json)."""
     return Run.model_json_schema()
+
+
+SAMPLE_RUNS_DIR = Path(__file__).resolve().parent.parent / "sample_runs"
+
+
+def list_run_files(folder: Path = SAMPLE_RUNS_DIR) -> list[Path]:
+    """Run files in a folder (*.json, *.json.gz), newest name last; the schema file is not a run."""
+    files = [*folder.glob("*.json"), *folder.glob("*.json.gz")]
+    return sorted(p for p in files if not p.name.endswith(".schema.json"))

@@ -1,0 +1,115 @@
+"""Token views as HTML. Token text is model output, so it is untrusted: every piece is escaped.
+
+One verification step renders as chips, left to right:
+
+    drafts [sunny, and, warm, outside], sampled [sunny, and, clear]
+    -> [sunny] [and]        accepted drafts
+       [~~warm~~][clear]    the first rejected draft, struck through, and the target's token
+       [~~outside~~]        the discarded tail, struck through and faded
+    drafts all accepted  -> the accepted drafts, then the bonus token
+    no drafts            -> the one token the target produced
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Literal
+
+from .trace import Request, Step
+
+Role = Literal["accepted", "rejected", "correction", "discarded", "bonus", "plain"]
+
+# Readable on light and dark themes; each role also differs in decoration, not only colour.
+CSS = """
+<style>
+.sv-chip{display:inline-block;margin:1px 2px;padding:0 4px;border-radius:4px;font-family:monospace;
+ white-space:pre;border:1px solid transparent;line-height:1.6}
+.sv-accepted{background:#c8f0c8;color:#0b4d0b;border-color:#6cc46c}
+.sv-rejected{background:#ffd6d6;color:#8a1010;text-decoration:line-through;border-color:#e08080}
+.sv-correction{background:#ffe2a8;color:#6a4100;border-color:#e0a030;font-weight:600}
+.sv-discarded{background:#eeeeee;color:#888;text-decoration:line-through;opacity:.65;border-style:dashed;border-color:#bbb}
+.sv-bonus{background:#dcd0ff;color:#3b1f8a;border-color:#9a80e0;font-weight:600}
+.sv-plain{background:#dde8f5;color:#1d3b5e;border-color:#a9c1de}
+.sv-ws{opacity:.55}
+.sv-row{margin:2px 0}
+.sv-stepno{display:inline-block;width:5.5em;color:#888;font-size:.85em}
+.sv-output{line-height:1.9}
+.sv-output .sv-chip{margin:0;padding:0 1px;border-radius:2px;border:none}
+</style>
+"""
+
+ROLE_LABELS: dict[Role, str] = {
+    "accepted": "accepted draft",
+    "rejected": "rejected draft",
+    "correction": "target's token at the first rejection",
+    "discarded": "discarded tail (after the first rejection)",
+    "bonus": "bonus token (all drafts accepted)",
+    "plain": "no draft: the target's own token",
+}
+
+
+def visible(text: str) -> str:
+    """Escape token text and make whitespace visible: 'a b\\n' -> 'a␣b↵'."""
+    return "".join(
+        f'<span class="sv-ws">{ch}</span>' if ch in "␣↵→" else ch
+        for ch in escape(text.replace(" ", "␣").replace("\n", "↵").replace("\t", "→"))
+    )
+
+
+def chip(text: str, role: Role, title: str = "") -> str:
+    label = ROLE_LABELS[role] + (f": {title}" if title else "")
+    return f'<span class="sv-chip sv-{role}" title="{escape(label)}">{visible(text)}</span>'
+
+
+def step_roles(step: Step) -> list[tuple[str, Role]]:
+    """(text, role) for each chip of a step's row, in display order."""
+    drafts = step.draft_texts or [str(t) for t in step.draft_token_ids]
+    sampled = step.sampled_texts or [str(t) for t in step.sampled_token_ids]
+    n = step.num_accepted
+    if not step.draft_token_ids:
+        return [(sampled[0], "plain")]
+    out: list[tuple[str, Role]] = [(t, "accepted") for t in drafts[:n]]
+    if step.all_accepted:
+        return out + [(sampled[n], "bonus")]
+    out += [(drafts[n], "rejected"), (sampled[n], "correction")]
+    return out + [(t, "discarded") for t in drafts[n + 1:]]
+
+
+def step_html(step: Step, label: str = "") -> str:
+    chips = "".join(chip(text, role) for text, role in step_roles(step))
+    return f'<div class="sv-row"><span class="sv-stepno">{escape(label)}</span>{chips}</div>'
+
+
+def steps_html(steps: list[Step], start: int = 0) -> str:
+    return "".join(step_html(s, f"step {start + i + 1}") for i, s in enumerate(steps))
+
+
+def output_roles(request: Request) -> list[tuple[str, Role]]:
+    """Each committed token of a request with where it came from (accepted draft, correction, bonus, plain)."""
+    out: list[tuple[str, Role]] = []
+    for s in request.steps:
+        texts = s.sampled_texts or [str(t) for t in s.sampled_token_ids]
+        for j in range(len(s.committed_token_ids)):
+            if not s.draft_token_ids:
+                role: Role = "plain"
+            elif j < s.num_accepted:
+                role = "accepted"
+            else:
+                role = "bonus" if s.all_accepted else "correction"
+            out.append((texts[j], role))
+    return out
+
+
+def output_html(request: Request) -> str:
+    """The whole output, each token coloured by origin; newlines kept as line breaks."""
+    parts = []
+    for text, role in output_roles(request):
+        piece = f'<span class="sv-chip sv-{role}" title="{escape(ROLE_LABELS[role])}">{escape(text)}</span>'
+        parts.append(piece.replace("\n", "<br>"))
+    return f'<div class="sv-output">{"".join(parts)}</div>'
+
+
+def legend_html() -> str:
+    samples: list[tuple[str, Role]] = [("sunny", "accepted"), ("warm", "rejected"), ("clear", "correction"),
+                                       ("outside", "discarded"), ("today", "bonus"), ("The", "plain")]
+    return "".join(f"{chip(t, r)} {escape(ROLE_LABELS[r])}&nbsp;&nbsp; " for t, r in samples)

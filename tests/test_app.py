@@ -1,0 +1,45 @@
+"""AppTest: every page opens on the embedded default and shows what the run file holds."""
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from specviz.render import output_roles, step_roles
+from specviz.trace import list_run_files, load_run
+
+
+@pytest.fixture
+def app():
+    at = AppTest.from_file("../app.py", default_timeout=60)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _html(at) -> str:
+    return "\n".join(m.value for m in at.markdown)
+
+
+def test_recorded_run_opens_with_its_controls(app):
+    assert list_run_files(), "sample_runs/ must hold at least one recorded run"
+    for key in ("run_file", "request_id"):
+        assert app.selectbox(key=key) is not None
+    assert [m.label for m in app.metric][:2] == ["engine steps (all requests)",
+                                                 "tokens per step (mean acceptance length)"]
+
+
+def test_every_sample_run_renders_the_counts_in_its_file(app):
+    seen = set()
+    for path in list_run_files():
+        run = load_run(path)
+        app.selectbox(key="run_file").set_value(path.name).run()
+        assert not app.exception, (path.name, app.exception)
+        req = run.requests[0]
+        html = _html(app)
+        roles = [r for s in req.steps[:60] for _, r in step_roles(s)]
+        out_roles = [r for _, r in output_roles(req)]
+        for role in ("accepted", "rejected", "correction", "discarded", "bonus", "plain"):
+            # each role appears once in the legend, then in the output and in the shown steps
+            expected = 1 + out_roles.count(role) + roles.count(role)
+            assert html.count(f'class="sv-chip sv-{role}"') == expected, (path.name, role)
+        seen |= set(roles)
+    assert seen == {"accepted", "rejected", "correction", "discarded", "bonus", "plain"}

@@ -1,0 +1,40 @@
+from conftest import make_step
+from specviz.render import output_html, output_roles, step_html, step_roles, visible
+from specviz.trace import Step
+
+
+def _texts(step: Step, drafts: list[str], sampled: list[str]) -> Step:
+    return step.model_copy(update={"draft_texts": drafts, "sampled_texts": sampled})
+
+
+def test_the_weather_step_has_every_role_in_order():
+    step = _texts(make_step(1, [1, 2, 3, 4], [1, 2, 5]), [" sunny", " and", " warm", " outside"],
+                  [" sunny", " and", " clear"])
+    assert step_roles(step) == [(" sunny", "accepted"), (" and", "accepted"), (" warm", "rejected"),
+                                (" clear", "correction"), (" outside", "discarded")]
+
+
+def test_bonus_and_plain_steps():
+    assert [r for _, r in step_roles(make_step(2, [7, 8], [7, 8, 9]))] == ["accepted", "accepted", "bonus"]
+    assert step_roles(make_step(0, [], [6])) == [("6", "plain")]
+
+
+def test_output_roles_follow_committed_tokens(weather_run):
+    roles = [r for _, r in output_roles(weather_run.requests[0])]
+    assert roles == ["plain", "accepted", "accepted", "correction", "accepted", "accepted", "accepted", "bonus"]
+
+
+def test_token_text_is_escaped_and_whitespace_is_visible():
+    evil = '<script>alert("x")</script>'
+    step = _texts(make_step(1, [1, 2], [1, 3]), [evil, "a b\n"], [evil, '<img src=x onerror="y">'])
+    html = step_html(step, "step <1>")
+    assert "<script>" not in html and "<img" not in html and "step <1>" not in html
+    assert "&lt;script&gt;" in html and "&lt;img" in html
+    assert visible("a b\n\t") == 'a<span class="sv-ws">␣</span>b<span class="sv-ws">↵</span><span class="sv-ws">→</span>'
+
+
+def test_output_html_escapes_and_keeps_newlines(weather_run):
+    req = weather_run.requests[0]
+    steps = [s.model_copy(update={"sampled_texts": ["<b>\n"] * len(s.sampled_token_ids)}) for s in req.steps]
+    html = output_html(req.model_copy(update={"steps": steps}))
+    assert "<b>" not in html and html.count("&lt;b&gt;<br>") == len(req.output_token_ids)
