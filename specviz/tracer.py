@@ -42,17 +42,22 @@ class TracerError(RuntimeError):
     pass
 
 
+def check_can_trace(vllm_config) -> None:
+    """Refuse async scheduling with speculative decoding: the drafts would all be placeholders."""
+    if vllm_config.scheduler_config.async_scheduling and vllm_config.speculative_config is not None:
+        raise TracerError(
+            "specviz tracer: async scheduling is on, so the scheduler only sees placeholder "
+            "drafts (-1) and cannot record them. Restart vLLM with --no-async-scheduling "
+            "(or async_scheduling=False) to trace speculative decoding."
+        )
+
+
 class TracingScheduler(Scheduler):
     """vLLM's V1 Scheduler plus one JSON line per engine step (see the module docstring)."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        if self.vllm_config.scheduler_config.async_scheduling and self.vllm_config.speculative_config:
-            raise TracerError(
-                "specviz tracer: async scheduling is on, so the scheduler only sees placeholder "
-                "drafts (-1) and cannot record them. Restart vLLM with --no-async-scheduling "
-                "(or async_scheduling=False) to trace speculative decoding."
-            )
+        check_can_trace(self.vllm_config)
         path = os.environ.get(TRACE_FILE_ENV)
         if not path:
             raise TracerError(
