@@ -37,6 +37,7 @@ INSTALL_COMMAND = f"{sys.executable} -m pip install --no-deps --force-reinstall 
 MARKER = "specviz-demo-model.json"
 BUILD_FORMAT = 1  # bump when the build recipe changes: older builds are then rebuilt
 REPO_DIR = Path(__file__).resolve().parent.parent
+TESTED_WITH = "transformers 5.19.0 and gguf 0.19.0"
 
 
 class DemoModelError(RuntimeError):
@@ -63,16 +64,31 @@ def ensure_demo_model(dest: Path | None = None, progress=print) -> Path:
     problem = check_build(dest)
     if problem is None:
         return dest
-    if dest.exists() and not (dest / MARKER).exists() and any(dest.iterdir()):
+    if dest.exists() and not (dest / MARKER).exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise DemoModelError(
             f"{dest} exists but is not a specviz demo model build (it has no {MARKER}). "
-            f"Move or delete it, or set SPECVIZ_DEMO_MODEL_DIR to another folder."
+            f"Move or delete it, or use another folder (SPECVIZ_DEMO_MODEL_DIR)."
         )
+    try:
+        _build(dest, progress)
+    except OSError as e:
+        raise DemoModelError(
+            f"building the demo model in {dest} failed: {e}. It needs about 300 MB free there (plus the same "
+            f"again while replacing an old build); fix space or permissions, or set SPECVIZ_DEMO_MODEL_DIR."
+        ) from e
+    problem = check_build(dest)
+    if problem is not None:
+        raise DemoModelError(f"the demo model just built in {dest} fails its own check: {problem}")
+    return dest
+
+
+def _build(dest: Path, progress) -> None:
+    """Build into a hidden sibling of `dest` and rename it into place, under a lock."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     with _build_lock(dest):
         problem = check_build(dest)  # another process may have finished it while we waited
         if problem is None:
-            return dest
+            return
         if dest.exists():
             progress(f"rebuilding the demo model in {dest}: {problem}")
         _remove_leftovers(dest)
@@ -88,10 +104,6 @@ def ensure_demo_model(dest: Path | None = None, progress=print) -> Path:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         progress(f"demo model ready in {dest} (built in {time.monotonic() - started:.0f} s)")
-    problem = check_build(dest)
-    if problem is not None:
-        raise DemoModelError(f"the demo model just built in {dest} fails its own check: {problem}")
-    return dest
 
 
 def find_gguf() -> Path:
@@ -175,6 +187,11 @@ def _convert(gguf_path: Path, out: Path, progress) -> None:
     except ImportError as e:  # transformers needs the `gguf` package to read the file
         raise DemoModelError(f"transformers cannot read GGUF files here ({e}); install it with:\n"
                              f"  {sys.executable} -m pip install 'gguf>=0.10'") from e
+    except (ValueError, KeyError, RuntimeError) as e:
+        raise DemoModelError(
+            f"transformers {_version('transformers')} (gguf {_version('gguf')}) could not load {gguf_path}: {e}. "
+            f"The demo model build was tested with {TESTED_WITH}; install those versions."
+        ) from e
 
     # save_pretrained refuses GGUF-quantized models, so copy the weights into a fresh model
     # whose config has no quantization_config.
@@ -189,8 +206,8 @@ def _convert(gguf_path: Path, out: Path, progress) -> None:
     if missing or unexpected:
         raise DemoModelError(
             f"the GGUF's tensors do not fit a Llama model (missing {missing[:5]}, unexpected {unexpected[:5]}); "
-            f"this transformers ({_version('transformers')}) maps GGUF names differently, "
-            f"try transformers 5.x as pinned by scripts/setup.sh"
+            f"transformers {_version('transformers')} maps GGUF names differently; "
+            f"the build was tested with {TESTED_WITH}, install those versions"
         )
     model.tie_weights()
     model.generation_config = gguf_model.generation_config
@@ -219,8 +236,8 @@ def _sanity_check(model, tokenizer) -> None:
     if "Paris" not in words:
         raise DemoModelError(
             f"the converted demo model looks broken: after 'The capital of France is' its top tokens are {words}. "
-            f"Check that transformers {_version('transformers')} and gguf {_version('gguf')} are the versions "
-            f"scripts/setup.sh installs."
+            f"This is transformers {_version('transformers')} and gguf {_version('gguf')}; "
+            f"the build was tested with {TESTED_WITH}, install those versions."
         )
 
 
