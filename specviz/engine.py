@@ -192,22 +192,26 @@ class LocalServer:
             return ""
 
     def stop(self, grace_s: float = 20) -> None:
-        """End the server's whole process group: SIGTERM, then SIGKILL after grace_s."""
+        """End the server's whole process group: SIGTERM, then SIGKILL for whatever is left after grace_s."""
         _live_servers.discard(self)
         if self.proc is None:
             return
+        pgid = self.proc.pid
         for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10)):
             try:
-                os.killpg(self.proc.pid, sig)
+                os.killpg(pgid, sig)
             except ProcessLookupError:
                 break
-            try:
-                self.proc.wait(timeout=wait_s)
-            except subprocess.TimeoutExpired:
+            deadline = time.monotonic() + wait_s
+            while time.monotonic() < deadline:
+                self.proc.poll()  # reap the leader
+                if not live_group_members(pgid):
+                    break
+                time.sleep(0.1)
+            else:
                 continue
-            # The leader is gone; children may linger briefly, so the group gets the next signal too.
-            if not _group_alive(self.proc.pid):
-                break
+            break
+        self.proc.poll()
         self.proc = None
 
     def __enter__(self) -> LocalServer:
@@ -217,14 +221,18 @@ class LocalServer:
         self.stop()
 
 
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def live_group_members(pgid: int) -> list[int]:
+    """Pids of processes in group pgid that are still running (zombies, already dead, are left out)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        state, pgrp = fields[0], int(fields[2])
+        if pgrp == pgid and state != "Z":
+            members.append(int(stat.parent.name))
+    return members
 
 
 _live_servers: set[LocalServer] = set()

@@ -18,7 +18,7 @@ import time
 import pytest
 
 from specviz.config import SpecConfig
-from specviz.engine import EngineError, LocalServer, record
+from specviz.engine import EngineError, LocalServer, live_group_members, record
 from specviz.metrics import run_acceptance, summarize
 from specviz.prompts import load_prompts
 from specviz.trace import load_run, save_run
@@ -105,8 +105,8 @@ def test_trace_totals_equal_vllm_counters_exactly(runs, name, concurrency):
 def test_concurrent_requests_share_engine_steps(runs):
     run = runs[("ngram", 8)]
     steps = [{s.engine_step for s in r.steps} for r in run.requests]
-    assert any(a & b for i, a in enumerate(steps) for b in steps[i + 1:])
-    assert runs[("ngram", 8)].meta.concurrency == 8
+    shared = max(sum(step in s for s in steps) for step in set().union(*steps))
+    assert shared >= 4, [(min(s), max(s)) for s in steps]
 
 
 def test_a_run_written_and_read_back_is_equal(runs, tmp_path):
@@ -200,5 +200,4 @@ def test_a_server_that_dies_mid_run_leaves_an_incomplete_run_and_no_processes(ti
     assert any(r.output_token_ids for r in run.requests)  # what arrived is kept
     saved = load_run(save_run(run, tmp_path / "partial.json"))
     assert saved.meta.complete is False
-    with pytest.raises(ProcessLookupError):
-        os.killpg(pgid, 0)
+    assert live_group_members(pgid) == []
