@@ -47,11 +47,18 @@ def cmd_record(args: argparse.Namespace) -> int:
     server = LocalServer(model=args.model, spec=spec, port=args.port, dtype=args.dtype,
                          max_model_len=args.max_model_len, seed=args.seed)
     try:
+        tty = sys.stderr.isatty()
+        shown = {"at": -10.0}
+
         def show_start(elapsed_s: float, last_line: str) -> None:
-            print(f"\rstarting vLLM: {elapsed_s:5.0f} s  {last_line[-90:]:<90}", end="", file=sys.stderr)
+            if tty:
+                print(f"\rstarting vLLM: {elapsed_s:5.0f} s  {last_line[-90:]:<90}", end="", file=sys.stderr)
+            elif elapsed_s - shown["at"] >= 10:  # a log file gets a line every 10 s, not a redraw
+                shown["at"] = elapsed_s
+                print(f"starting vLLM: {elapsed_s:5.0f} s  {last_line[-120:]}", file=sys.stderr)
 
         took = server.start(progress=show_start)
-        print(f"\nvLLM ready after {took:.1f} s", file=sys.stderr)
+        print(f"{chr(10) if tty else ''}vLLM ready after {took:.1f} s", file=sys.stderr)
         bar = tqdm(total=len(prompts), unit="req", desc="recording", file=sys.stderr)
 
         def done(res) -> None:

@@ -364,9 +364,11 @@ def stream_completion(
 class TraceReader:
     """Reads the tracer's JSON-lines file incrementally; a half-written last line waits for the next read."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, from_end: bool = False) -> None:
         self.path = Path(path)
         self._offset = 0
+        if from_end:
+            self.read_new()  # skip what is there, up to the last whole line
 
     def read_new(self) -> list[dict]:
         try:
@@ -485,17 +487,26 @@ def record(
     # The tracer writes a step before its tokens reach the client, so by now every step is on disk.
     steps = steps_by_request(reader.read_new(), request_ids, _decoder(tokenizer))
     errors = [r.error for r in results if r.error]
-    complete = not errors and server.alive()
     reason = None
-    if not complete:
-        reason = (errors[0] if errors else "the server stopped")
+    if errors or not server.alive():
+        reason = errors[0] if errors else "the server stopped"
         if not server.alive():
             reason = f"the vLLM server died during the run ({reason}). Server log tail:\n{server.log_tail(15)}"
+    return build_run(server, results, steps, run_id=run_id, prompt_set=prompt_set, concurrency=concurrency,
+                     max_tokens=max_tokens, sampling=sampling, incomplete_reason=reason,
+                     counters=counters_delta(before, after) if server.spec and reason is None else None)
 
+
+def build_run(
+    server: LocalServer, results: list[StreamResult], steps: dict[str, list[Step]], *, run_id: str,
+    prompt_set: str, concurrency: int, max_tokens: int, sampling: dict, incomplete_reason: str | None = None,
+    counters: SpecDecodeCounters | None = None,
+) -> Run:
+    """Assemble a Run from what the client saw and the tracer's steps, with this machine's provenance."""
     requests = []
     for res in results:
-        req_steps = steps[res.request_id] if server.trace else []
-        if res.finish_reason is None:
+        req_steps = steps.get(res.request_id, []) if server.trace else []
+        if res.finish_reason is None:  # cut off: keep the steps whose tokens reached the client
             req_steps = _steps_within(req_steps, len(res.token_ids))
         requests.append(Request(
             request_id=res.request_id, prompt=res.prompt, prompt_token_ids=res.prompt_token_ids,
@@ -523,9 +534,9 @@ def record(
         prompt_set=prompt_set,
         concurrency=concurrency,
         max_tokens=max_tokens,
-        complete=complete,
-        incomplete_reason=reason,
-        vllm_counters=counters_delta(before, after) if spec and complete else None,
+        complete=incomplete_reason is None,
+        incomplete_reason=incomplete_reason,
+        vllm_counters=counters,
     )
     return Run(meta=meta, requests=requests)
 

@@ -113,3 +113,14 @@ def legend_html() -> str:
     samples: list[tuple[str, Role]] = [("sunny", "accepted"), ("warm", "rejected"), ("clear", "correction"),
                                        ("outside", "discarded"), ("today", "bonus"), ("The", "plain")]
     return "".join(f"{chip(t, r)} {escape(ROLE_LABELS[r])}&nbsp;&nbsp; " for t, r in samples)
+
+
+def step_summary(step: Step) -> str:
+    """One plain sentence for a step, e.g. '4 drafts, 2 accepted, 1 corrected, 1 discarded: 3 tokens for one pass'."""
+    k, n = step.num_drafts, step.num_accepted
+    committed = len(step.sampled_token_ids)
+    if not k:
+        return "no drafts: the target produced 1 token"
+    tail = "all accepted plus a bonus token" if step.all_accepted else \
+        f"{n} accepted, 1 corrected, {k - n - 1} discarded"
+    return f"{k} drafts, {tail}: {committed} tokens for one target pass"

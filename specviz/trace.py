@@ -176,13 +176,16 @@ def save_run(run: Run, path: str | Path) -> Path:
     """Write `run` as JSON (gzip if the name ends in .gz) atomically: a crash never leaves half a file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = run.model_dump_json().encode()
-    if path.suffix == ".gz":
-        data = gzip.compress(data, mtime=0)
     tmp = path.with_name(path.name + ".part")
-    tmp.write_bytes(data)
+    tmp.write_bytes(run_bytes(run, gz=path.suffix == ".gz"))
     tmp.replace(path)
     return path
+
+
+def run_bytes(run: Run, gz: bool = True) -> bytes:
+    """The run file's bytes (for a download button, or save_run)."""
+    data = run.model_dump_json().encode()
+    return gzip.compress(data, mtime=0) if gz else data
 
 
 def load_run(source: str | Path | bytes) -> Run:

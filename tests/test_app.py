@@ -23,7 +23,7 @@ def test_recorded_run_opens_with_its_controls(app):
     assert list_run_files(), "sample_runs/ must hold at least one recorded run"
     for key in ("run_file", "request_id"):
         assert app.selectbox(key=key) is not None
-    assert [m.label for m in app.metric][:2] == ["engine steps (all requests)",
+    assert [m.label for m in app.metric][:2] == ["engine steps",
                                                  "tokens per step (mean acceptance length)"]
 
 
@@ -43,3 +43,30 @@ def test_every_sample_run_renders_the_counts_in_its_file(app):
             assert html.count(f'class="sv-chip sv-{role}"') == expected, (path.name, role)
         seen |= set(roles)
     assert seen == {"accepted", "rejected", "correction", "discarded", "bonus", "plain"}
+
+
+def test_playground_opens_without_an_engine():
+    at = AppTest.from_file("../app.py", default_timeout=60)
+    at.switch_page("pages/playground.py").run()
+    assert not at.exception, at.exception
+    for key in ("pg_prompt", "pg_model"):
+        assert at.text_area(key=key) if key == "pg_prompt" else at.text_input(key=key)
+    assert at.selectbox(key="pg_method").value == "ngram"
+    assert at.slider(key="pg_k").value == 3
+    assert at.button(key="pg_start") and at.button(key="pg_stop")
+    assert not at.button(key="pg_start").disabled
+
+
+def test_step_through_walks_one_step_at_a_time(app):
+    ngram = next(p for p in list_run_files() if "ngram" in p.name)
+    app.selectbox(key="run_file").set_value(ngram.name).run()
+    app.toggle(key="step_through").set_value(True).run()
+    assert not app.exception, app.exception
+    assert app.slider(key="step_at").value == 1
+    app.button(key="step_next").click().run()
+    app.button(key="step_next").click().run()
+    assert app.slider(key="step_at").value == 3
+    app.button(key="step_prev").click().run()
+    assert app.slider(key="step_at").value == 2
+    run = load_run(ngram)
+    assert any(f"of {len(run.requests[0].steps)}" in m.value for m in app.markdown)

@@ -1,0 +1,152 @@
+"""Playground: generate with a real vLLM engine and watch the target verify drafts, step by step."""
+
+import time
+
+import streamlit as st
+
+from specviz import ui
+from specviz.config import ConfigError, SpecConfig
+from specviz.demo_model import demo_model_dir
+from specviz.engine import EngineError, load_tokenizer
+from specviz.live import LiveGeneration
+from specviz.shared_engine import EngineBusy, EngineConfig, SharedEngine
+from specviz.trace import run_bytes
+
+PLAYGROUND_METHODS = ["none", "ngram", "draft_model", "eagle", "eagle3", "suffix"]
+
+
+@st.cache_resource
+def shared_engine() -> SharedEngine:
+    return SharedEngine()
+
+
+@st.cache_resource
+def tokenizer_for(model: str):
+    return load_tokenizer(model)
+
+
+def init_state() -> None:
+    for key, value in {
+        "pg_model": str(demo_model_dir()), "pg_method": "ngram", "pg_k": 3, "pg_lookup_min": 2,
+        "pg_lookup_max": 4, "pg_draft_model": "", "pg_prompt": "The weather today is", "pg_max_tokens": 64,
+        "pg_temperature": 0.0, "pg_gen": None, "pg_runs": [],
+    }.items():
+        st.session_state.setdefault(key, value)
+
+
+def spec_from_controls() -> SpecConfig | None:
+    method = st.session_state.pg_method
+    if method == "none":
+        return None
+    d = {"method": method, "num_speculative_tokens": st.session_state.pg_k}
+    if method == "ngram":
+        d |= {"prompt_lookup_min": st.session_state.pg_lookup_min, "prompt_lookup_max": st.session_state.pg_lookup_max}
+    elif st.session_state.pg_draft_model:
+        d["model"] = st.session_state.pg_draft_model
+    spec = SpecConfig.from_dict(d)
+    spec.check_local_paths()
+    return spec
+
+
+def start_generation() -> None:
+    try:
+        config = EngineConfig(model=st.session_state.pg_model, spec=spec_from_controls())
+    except ConfigError as e:
+        st.error(str(e))
+        return
+    engine = shared_engine()
+    if engine.running() != config:
+        with st.status(f"Starting vLLM: {config.describe()}", expanded=True) as status:
+            log = st.empty()
+            try:
+                engine.ensure(config, ui.session_id(),
+                              progress=lambda elapsed, line: log.code(f"{elapsed:.0f} s\n{line[-200:]}"))
+            except EngineBusy as e:
+                status.update(label="Engine busy", state="error")
+                st.warning(str(e))
+                return
+            except (EngineError, ConfigError) as e:
+                status.update(label="vLLM did not start", state="error")
+                st.error(str(e))
+                return
+            status.update(label=f"vLLM ready after {engine.start_took_s:.0f} s", state="complete", expanded=False)
+    server = engine.ensure(config, ui.session_id())
+    st.session_state.pg_gen = LiveGeneration(
+        server, st.session_state.pg_prompt, max_tokens=st.session_state.pg_max_tokens,
+        temperature=st.session_state.pg_temperature, tokenizer=tokenizer_for(config.model)).start()
+
+
+def baseline_for(run):
+    """The latest baseline run of the same prompt and sampling, if the user made one."""
+    for other in reversed(st.session_state.pg_runs):
+        if (other.meta.method is None and other.requests[0].prompt == run.requests[0].prompt
+                and other.meta.sampling == run.meta.sampling and other.meta.run_id != run.meta.run_id):
+            return other
+    return None
+
+
+def draw(run, done: bool, area, tick: int) -> None:
+    with area.container():
+        s = ui.summarize(run)
+        ui.metrics_row(s)
+        if done and run.meta.method is not None and (base := baseline_for(run)):
+            b = ui.summarize(base)
+            c1, c2 = st.columns(2)
+            c1.metric("target passes saved vs baseline", b.num_steps - s.num_steps)
+            if s.output_tokens_per_s and b.output_tokens_per_s:
+                c2.metric("speed vs baseline", f"{s.output_tokens_per_s / b.output_tokens_per_s:.2f}x")
+        ui.request_view(run.requests[0], ui.provenance(run), steps=slice(-40, None), chart_key=f"pg_acc_{tick}")
+
+
+init_state()
+st.title("Playground")
+st.caption("Generate with a real vLLM engine (started here, shared by every browser session) and watch each "
+           "verification step: drafts accepted, the target's correction, the discarded tail, bonus tokens.")
+
+with st.sidebar:
+    st.subheader("Engine")
+    st.text_input("Target model folder", key="pg_model")
+    st.selectbox("Drafting method", PLAYGROUND_METHODS, key="pg_method")
+    if st.session_state.pg_method != "none":
+        st.slider("num_speculative_tokens (k)", 1, 8, key="pg_k")
+    if st.session_state.pg_method == "ngram":
+        st.number_input("prompt_lookup_min", 1, 8, key="pg_lookup_min")
+        st.number_input("prompt_lookup_max", 1, 8, key="pg_lookup_max")
+    elif st.session_state.pg_method in ("draft_model", "eagle", "eagle3"):
+        st.text_input("Draft model folder", key="pg_draft_model")
+    running = shared_engine().running()
+    st.caption(f"Running: {running.describe()}" if running else "No engine running.")
+
+st.text_area("Prompt", key="pg_prompt", height=80)
+c1, c2, c3, c4, c5 = st.columns([2, 2, 1, 1, 2])
+c1.number_input("max tokens", 1, 2048, key="pg_max_tokens")
+c2.slider("temperature", 0.0, 1.5, key="pg_temperature", step=0.1)
+start = c3.button("Generate", key="pg_start", type="primary")
+stop = c4.button("Stop", key="pg_stop")
+
+gen: LiveGeneration | None = st.session_state.pg_gen
+if stop and gen is not None:
+    gen.stop()
+if start:
+    if gen is not None:
+        gen.stop()
+    start_generation()
+    gen = st.session_state.pg_gen
+
+area = st.empty()
+if gen is None:
+    area.info("Press Generate. The first start of an engine takes about half a minute on a CPU.")
+else:
+    tick, done = 0, False
+    while not done:  # a click on Stop reruns the page, which ends this loop
+        run, done = gen.snapshot()
+        draw(run, done, area, tick)
+        tick += 1
+        if not done:
+            time.sleep(0.2)
+    if all(r.meta.run_id != run.meta.run_id for r in st.session_state.pg_runs):
+        st.session_state.pg_runs.append(run)
+    if run.meta.incomplete_reason:
+        c5.caption(f"({run.meta.incomplete_reason})")
+    c5.download_button("Save run", run_bytes(run), file_name=f"playground-{run.meta.run_id}.json.gz",
+                       key="pg_save")

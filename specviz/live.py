@@ -1,0 +1,103 @@
+"""One request generated live: the output and its verification steps grow as the engine runs.
+
+    gen = LiveGeneration(server, "The weather today is", max_tokens=64, tokenizer=tok)
+    gen.start()                      # streams in a background thread
+    gen.stop()                       # closes the stream; vLLM aborts the request
+    run, done = gen.snapshot()       # poll from the UI: the Run so far, steps joined from the tracer
+
+No Streamlit here: a page polls `snapshot()` and draws it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import httpx
+
+from .engine import (LocalServer, StreamResult, TraceReader, _decoder, apply_chat_template, build_run,
+                     steps_by_request, stream_completion)
+from .trace import Run
+
+
+class _Stopped(Exception):
+    pass
+
+
+class LiveGeneration:
+    def __init__(self, server: LocalServer, prompt: str, *, max_tokens: int, tokenizer, temperature: float = 0.0,
+                 seed: int = 0, chat: bool = True) -> None:
+        self.server = server
+        self.text = apply_chat_template(tokenizer, prompt) if chat else prompt
+        self.sampling = {"max_tokens": max_tokens, "temperature": temperature, "top_p": 1.0, "seed": seed}
+        self.run_id = uuid.uuid4().hex[:12]
+        self.request_id = f"{self.run_id}-0"
+        self._decode = _decoder(tokenizer)
+        self._reader = TraceReader(server.trace_path, from_end=True)
+        self._records: list[dict] = []
+        self._result = StreamResult(request_id=self.request_id, prompt=self.text, start_time_s=time.time())
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.stopped_by_user = False
+
+    def start(self) -> LiveGeneration:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        def on_chunk(_res: StreamResult) -> None:
+            if self._stop.is_set():
+                raise _Stopped
+
+        with httpx.Client(timeout=httpx.Timeout(None, connect=10.0)) as client:
+            try:
+                self._result = stream_completion(client, self.server.url, self.server.model, self.text,
+                                                 self.request_id, self.sampling, on_chunk=self._track(on_chunk))
+            except _Stopped:
+                self.stopped_by_user = True
+
+    def _track(self, on_chunk):
+        def wrapped(res: StreamResult) -> None:
+            self._result = res  # the same object, growing; read by snapshot()
+            on_chunk(res)
+        return wrapped
+
+    @property
+    def done(self) -> bool:
+        return not self._thread.is_alive()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def snapshot(self) -> tuple[Run, bool]:
+        """(the generation so far as a one-request Run, whether it has ended).
+
+        The Run is complete only if the request finished by itself; while it runs, or after Stop,
+        it holds the tokens that reached the client and the steps that produced them.
+        """
+        done = self.done  # read first: a result read after this is at least as new
+        self._records += self._reader.read_new()
+        res = self._result
+        reason = None
+        if self.stopped_by_user:
+            reason = "stopped by the user"
+        elif res.error:
+            reason = res.error
+        elif not done:
+            reason = "in progress"
+        steps = steps_by_request(self._records, [self.request_id], self._decode)
+        run = build_run(self.server, [res if reason is None else _as_cut_off(res)], steps, run_id=self.run_id,
+                        prompt_set="playground", concurrency=1, max_tokens=self.sampling["max_tokens"],
+                        sampling=self.sampling, incomplete_reason=reason)
+        return run, done
+
+
+def _as_cut_off(res: StreamResult) -> StreamResult:
+    """A consistent copy of a result that may still be growing in another thread."""
+    ids = list(res.token_ids)
+    return StreamResult(request_id=res.request_id, prompt=res.prompt, start_time_s=res.start_time_s,
+                        prompt_token_ids=list(res.prompt_token_ids), token_ids=ids, text=res.text,
+                        chunk_sizes=list(res.chunk_sizes), first_token_time_s=res.first_token_time_s,
+                        end_time_s=res.end_time_s, finish_reason=res.finish_reason)
