@@ -11,6 +11,11 @@ def _load(data: bytes):
     return load_run(data)
 
 
+def _shown_prompt(req) -> str:
+    text = (req.user_message or req.prompt).strip().replace("\n", " ")
+    return text[:80] + ("…" if len(text) > 80 else "")
+
+
 files = list_run_files()
 with st.sidebar:
     st.subheader("Run source")
@@ -36,7 +41,7 @@ ui.metrics_row(ui.summarize(run))
 
 request_ids = [r.request_id for r in run.requests]
 rid = st.selectbox("Request", request_ids, key="request_id",
-                   format_func=lambda r: f"{r}: {run.requests[request_ids.index(r)].prompt[-60:]!r}")
+                   format_func=lambda r: f"{r}: {_shown_prompt(run.requests[request_ids.index(r)])}")
 req = run.requests[request_ids.index(rid)]
 
 n = len(req.steps)

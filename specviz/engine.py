@@ -29,6 +29,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import cache
 from pathlib import Path
 
 import httpx
@@ -61,6 +62,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@cache
 def local_device() -> tuple[str, str]:
     """(vLLM platform name, device name) of this machine, e.g. ('cpu', 'AMD EPYC 9654 96-Core Processor')."""
     try:
@@ -494,22 +496,27 @@ def record(
             reason = f"the vLLM server died during the run ({reason}). Server log tail:\n{server.log_tail(15)}"
     return build_run(server, results, steps, run_id=run_id, prompt_set=prompt_set, concurrency=concurrency,
                      max_tokens=max_tokens, sampling=sampling, incomplete_reason=reason,
+                     user_messages=list(prompts) if chat else None,
                      counters=counters_delta(before, after) if server.spec and reason is None else None)
 
 
 def build_run(
     server: LocalServer, results: list[StreamResult], steps: dict[str, list[Step]], *, run_id: str,
     prompt_set: str, concurrency: int, max_tokens: int, sampling: dict, incomplete_reason: str | None = None,
-    counters: SpecDecodeCounters | None = None,
+    counters: SpecDecodeCounters | None = None, user_messages: list[str | None] | None = None,
 ) -> Run:
-    """Assemble a Run from what the client saw and the tracer's steps, with this machine's provenance."""
+    """Assemble a Run from what the client saw and the tracer's steps, with this machine's provenance.
+
+    `user_messages[i]` is the text the chat template wrapped into results[i].prompt (None if none was used).
+    """
     requests = []
-    for res in results:
+    for res, user_message in zip(results, user_messages or [None] * len(results)):
         req_steps = steps.get(res.request_id, []) if server.trace else []
         if res.finish_reason is None:  # cut off: keep the steps whose tokens reached the client
             req_steps = _steps_within(req_steps, len(res.token_ids))
         requests.append(Request(
-            request_id=res.request_id, prompt=res.prompt, prompt_token_ids=res.prompt_token_ids,
+            request_id=res.request_id, prompt=res.prompt, user_message=user_message,
+            prompt_token_ids=res.prompt_token_ids,
             output_token_ids=res.token_ids, output_text=res.text, start_time_s=res.start_time_s,
             first_token_time_s=res.first_token_time_s, end_time_s=res.end_time_s,
             finish_reason=res.finish_reason, steps=req_steps,

@@ -18,7 +18,7 @@ import httpx
 
 from .engine import (LocalServer, StreamResult, TraceReader, _decoder, apply_chat_template, build_run,
                      steps_by_request, stream_completion)
-from .trace import Run
+from .trace import Run, Step
 
 
 class _Stopped(Exception):
@@ -30,12 +30,13 @@ class LiveGeneration:
                  seed: int = 0, chat: bool = True) -> None:
         self.server = server
         self.text = apply_chat_template(tokenizer, prompt) if chat else prompt
+        self.user_messages = [prompt] if chat else None
         self.sampling = {"max_tokens": max_tokens, "temperature": temperature, "top_p": 1.0, "seed": seed}
         self.run_id = uuid.uuid4().hex[:12]
         self.request_id = f"{self.run_id}-0"
         self._decode = _decoder(tokenizer)
         self._reader = TraceReader(server.trace_path, from_end=True)
-        self._records: list[dict] = []
+        self._steps: list[Step] = []  # joined incrementally: a redraw costs the same at step 10 and step 2000
         self._result = StreamResult(request_id=self.request_id, prompt=self.text, start_time_s=time.time())
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -78,7 +79,7 @@ class LiveGeneration:
         it holds the tokens that reached the client and the steps that produced them.
         """
         done = self.done  # read first: a result read after this is at least as new
-        self._records += self._reader.read_new()
+        self._steps += steps_by_request(self._reader.read_new(), [self.request_id], self._decode)[self.request_id]
         res = self._result
         reason = None
         if self.stopped_by_user:
@@ -87,10 +88,10 @@ class LiveGeneration:
             reason = res.error
         elif not done:
             reason = "in progress"
-        steps = steps_by_request(self._records, [self.request_id], self._decode)
-        run = build_run(self.server, [res if reason is None else _as_cut_off(res)], steps, run_id=self.run_id,
+        run = build_run(self.server, [res if reason is None else _as_cut_off(res)], {self.request_id: self._steps},
+                        run_id=self.run_id,
                         prompt_set="playground", concurrency=1, max_tokens=self.sampling["max_tokens"],
-                        sampling=self.sampling, incomplete_reason=reason)
+                        sampling=self.sampling, incomplete_reason=reason, user_messages=self.user_messages)
         return run, done
 
 

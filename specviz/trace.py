@@ -84,7 +84,8 @@ class Step(_Frozen):
 
 class Request(_Frozen):
     request_id: str
-    prompt: str
+    prompt: str = Field(description="the prompt text sent to the server (after any chat template)")
+    user_message: str | None = Field(default=None, description="the user's text the chat template wrapped")
     prompt_token_ids: list[int] = Field(default_factory=list)
     output_token_ids: list[int]
     output_text: str

@@ -30,9 +30,11 @@ def _fmt(value: float | None, pattern: str) -> str:
 def metrics_row(s: Summary, container=st) -> None:
     cols = container.columns(5)
     cols[0].metric("engine steps", s.num_steps)
-    cols[1].metric("tokens per step (mean acceptance length)", _fmt(s.mean_acceptance_length, "{:.2f}"))
+    cols[1].metric("mean acceptance length", _fmt(s.mean_acceptance_length, "{:.2f}"),
+                   help="tokens committed per target pass when drafts were verified: 1 + accepted / drafts")
     cols[2].metric("draft acceptance rate", _fmt(s.draft_acceptance_rate, "{:.0%}"))
-    cols[3].metric("output tokens/s", _fmt(s.output_tokens_per_s, "{:.1f}"))
+    cols[3].metric("output tokens/s", _fmt(s.output_tokens_per_s, "{:.1f}"),
+                   help="all output tokens / wall time from the first request sent to the last one finished")
     cols[4].metric("matches vLLM's counters", {True: "yes", False: "NO", None: "–"}[s.counters_match])
 
 

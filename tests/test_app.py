@@ -24,7 +24,7 @@ def test_recorded_run_opens_with_its_controls(app):
     for key in ("run_file", "request_id"):
         assert app.selectbox(key=key) is not None
     assert [m.label for m in app.metric][:2] == ["engine steps",
-                                                 "tokens per step (mean acceptance length)"]
+                                                 "mean acceptance length"]
 
 
 def test_every_sample_run_renders_the_counts_in_its_file(app):

@@ -1,0 +1,92 @@
+"""Can the step view keep up with the engine? Prints ratios measured side by side in one run.
+
+    .venv/bin/python benchmarks/render_steps.py [--model DIR] [--steps 2000]
+
+1. Records a real run (SmolLM2 demo model, ngram k=3, concurrency 1, builtin:repetitive) and takes
+   the engine's own time per step: the median gap between consecutive steps of one request.
+2. Builds a run of --steps steps by cycling the recorded steps, and times
+   a. rendering the whole step view (render.steps_html over every step), once;
+   b. one live redraw after a step arrives at that length: join the new tracer record, rebuild the
+      Run, summarise it, render the output and the last 40 steps (what the playground does per
+      update, minus Streamlit's own delta to the browser, which is not measured here).
+Ratios below 1 mean the view keeps up with the engine at concurrency 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from specviz import render  # noqa: E402
+from specviz.config import SpecConfig  # noqa: E402
+from specviz.demo_model import ensure_demo_model  # noqa: E402
+from specviz.engine import LocalServer, _decoder, build_run, load_tokenizer, record, steps_by_request  # noqa: E402
+from specviz.engine import StreamResult  # noqa: E402
+from specviz.metrics import summarize  # noqa: E402
+from specviz.prompts import load_prompts  # noqa: E402
+
+
+def best_of(fn, repeat: int = 5) -> float:
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default=None)
+    ap.add_argument("--steps", type=int, default=2000)
+    args = ap.parse_args()
+    model = args.model or str(ensure_demo_model())
+    spec = SpecConfig.from_dict({"method": "ngram", "num_speculative_tokens": 3,
+                                 "prompt_lookup_min": 2, "prompt_lookup_max": 4})
+    _, prompts = load_prompts("builtin:repetitive")
+    tokenizer = load_tokenizer(model)
+    with LocalServer(model=model, spec=spec, dtype="bfloat16") as server:
+        server.start()
+        run = record(server, prompts[:3], prompt_set="repetitive", concurrency=1, max_tokens=256, tokenizer=tokenizer)
+    recorded = [s for r in run.requests for s in r.steps]
+    gaps = [b.time_s - a.time_s for r in run.requests for a, b in zip(r.steps, r.steps[1:])]
+    engine_step_s = statistics.median(gaps)
+
+    # A long request made of the recorded steps, as tracer records, so the live path parses them for real.
+    records, output = [], []
+    for i in range(args.steps):
+        s = recorded[i % len(recorded)]
+        records.append({"step": i + 1, "t": float(i), "reqs": [["cmpl-bench-0-0-00000000", s.draft_token_ids,
+                                                                 s.sampled_token_ids, s.committed_token_ids]]})
+        output += s.committed_token_ids
+    decode = _decoder(tokenizer)
+    steps = steps_by_request(records, ["bench-0"], decode)["bench-0"]
+    result = StreamResult(request_id="bench-0", prompt="p", start_time_s=0.0, token_ids=output,
+                          first_token_time_s=0.1, end_time_s=float(args.steps), finish_reason="length")
+
+    full_view_s = best_of(lambda: render.steps_html(steps))
+
+    def live_redraw() -> None:
+        new = steps_by_request(records[-1:], ["bench-0"], decode)["bench-0"]
+        live = build_run(server, [result], {"bench-0": steps[:-1] + new}, run_id="bench", prompt_set="bench",
+                         concurrency=1, max_tokens=len(output), sampling={})
+        summarize(live)
+        render.output_html(live.requests[0])
+        render.steps_html(live.requests[0].steps[-40:])
+
+    redraw_s = best_of(live_redraw)
+    print(f"engine time per step (SmolLM2, ngram k=3, concurrency 1, {run.meta.device_name}, "
+          f"vLLM {run.meta.vllm_version}): {engine_step_s * 1e3:.1f} ms over {len(gaps)} steps")
+    print(f"render the whole step view of {args.steps} steps: {full_view_s * 1e3:.1f} ms "
+          f"(ratio to one engine step: {full_view_s / engine_step_s:.2f})")
+    print(f"live redraw per appended step at {args.steps} steps: {redraw_s * 1e3:.1f} ms "
+          f"(ratio to one engine step: {redraw_s / engine_step_s:.2f}; below 1 keeps up)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,207 @@
+"""The app in a real browser: streamlit serves app.py, Debian's chromium (driven by Playwright) opens it.
+
+What AppTest cannot see: the page the browser builds from our HTML. A speculative sample run must show
+its accepted, correction and discarded chips in the counts the run file implies, and a token that looks
+like HTML must reach the page as text, not as markup. A full-page screenshot goes to test-artifacts/.
+
+Needs /usr/bin/chromium (scripts/setup.sh installs it when it runs as root with apt) and the playwright
+package; Playwright's own browser download is not used. Skipped when either is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+if not os.path.exists(CHROMIUM):
+    pytest.skip(f"{CHROMIUM} is missing (scripts/setup.sh installs it as root with apt)", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+
+from specviz.render import output_roles, step_roles  # noqa: E402
+from specviz.trace import Request, Step, list_run_files, load_run, save_run  # noqa: E402
+
+from conftest import make_run  # noqa: E402
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run", "--disable-quic"]
+TIMEOUT_MS = 60_000  # a 2-core machine reruns the page in a few seconds; leave room
+sync_api.expect.set_options(timeout=TIMEOUT_MS)
+STEPS_SHOWN = 60  # the page's default step range is steps 1..60
+
+# Both must stay text. Browsers do not run <script> inserted through innerHTML and streamlit's markdown
+# drops on* handlers, so window.__pwned alone would not notice broken escaping (tried: with escape()
+# removed it stays undefined while <img>/<script> elements appear): the text and element checks do.
+SCRIPT_TOKEN = "<script>window.__pwned=1</script>"
+IMG_TOKEN = "<img/src=x/onerror=window.__pwned=2>"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory):
+    """`streamlit run app.py` in its own process group, killed (the whole group) afterwards."""
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("streamlit") / "streamlit.log"
+    log = open(log_path, "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+         "--server.port", str(port), "--browser.gatherUsageStats", "false",
+         # others edit the sources while tests run: no "File change. Rerun" banner in the screenshot
+         "--server.fileWatcherType", "none"],
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    def fail(why: str):
+        pytest.fail(f"{why}; streamlit's log ends:\n{log_path.read_text()[-3000:]}")
+
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                fail(f"streamlit exited with code {proc.returncode} before answering")
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                fail("streamlit did not answer /_stcore/health within 60 s")
+            time.sleep(0.3)
+        yield url
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=10)
+        except ProcessLookupError:
+            pass
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def page(browser, app_url):
+    context = browser.new_context(viewport={"width": 1440, "height": 1000})
+    p = context.new_page()
+    p.set_default_timeout(TIMEOUT_MS)
+    p.goto(app_url)
+    sync_api.expect(p.get_by_role("heading", name="Recorded run")).to_be_visible()
+    yield p
+    context.close()
+
+
+def _wait_idle(page) -> None:
+    """Wait until streamlit has finished the current script run (its status widget says 'Running...')."""
+    page.wait_for_timeout(300)
+    sync_api.expect(page.get_by_test_id("stStatusWidget")).to_have_count(0)
+
+
+def _expected_chips(req: Request) -> dict[str, int]:
+    """Chips per role on the page: one in the legend, then the output, then the first 60 steps' rows."""
+    out = [r for _, r in output_roles(req)]
+    rows = [r for s in req.steps[:STEPS_SHOWN] for _, r in step_roles(s)]
+    return {role: 1 + out.count(role) + rows.count(role) for role in ("accepted", "correction", "discarded")}
+
+
+def _speculative_sample() -> tuple[Path, dict[str, int]]:
+    """The first ngram sample whose default request (the first) shows all three roles beyond the legend."""
+    for path in list_run_files():
+        if "ngram" in path.name:
+            want = _expected_chips(load_run(path).requests[0])
+            if all(n > 1 for n in want.values()):
+                return path, want
+    pytest.fail("no ngram sample run in sample_runs/ shows accepted, correction and discarded tokens")
+
+
+def _select_run_file(page, name: str) -> None:
+    page.locator(".st-key-run_file").get_by_role("combobox").click()
+    page.get_by_role("option", name=name, exact=True).click()
+
+
+def _screenshot(page, path: Path) -> None:
+    """Full page: streamlit scrolls inside its main container, so grow the viewport to its content first."""
+    height = page.evaluate("() => Math.max(document.querySelector('[data-testid=\"stMain\"]')?.scrollHeight || 0,"
+                           " document.documentElement.scrollHeight)")
+    page.evaluate("() => document.activeElement?.blur()")  # no focus ring left on the selectbox we used
+    page.set_viewport_size({"width": 1440, "height": min(int(height) + 40, 16_000)})
+    page.wait_for_timeout(500)  # let plotly and the layout settle at the new size
+    path.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(path), full_page=True)
+
+
+def test_speculative_sample_shows_its_chips(page):
+    path, want = _speculative_sample()
+    _select_run_file(page, path.name)
+    _wait_idle(page)
+    sync_api.expect(page.locator(".st-key-run_file").get_by_role("combobox")).to_have_value(path.name)
+    for role, n in want.items():
+        sync_api.expect(page.locator(f"span.sv-{role}")).to_have_count(n)
+        sync_api.expect(page.locator(f"span.sv-{role}").first).to_be_visible()
+    # the acceptance-per-position chart is drawn for a speculative run
+    sync_api.expect(page.locator(".st-key-acc_per_pos .main-svg").first).to_be_visible()
+    _screenshot(page, ARTIFACTS / "recorded_run.png")
+
+
+def _html_token_run(tmp_path: Path) -> Path:
+    """One request: a prefill token, then a step whose accepted draft, correction and discarded tail look like HTML.
+
+    ids: 10=" Hi" 11=SCRIPT_TOKEN 12=IMG_TOKEN 13="<b>bold?</b>"
+    """
+    steps = [
+        Step(engine_step=0, time_s=1000.0, draft_token_ids=[], sampled_token_ids=[10], committed_token_ids=[10],
+             num_accepted=0, sampled_texts=[" Hi"]),
+        Step(engine_step=1, time_s=1001.0, draft_token_ids=[11, 13, 12], sampled_token_ids=[11, 12],
+             committed_token_ids=[11, 12], num_accepted=1,
+             draft_texts=[SCRIPT_TOKEN, "<b>bold?</b>", IMG_TOKEN], sampled_texts=[SCRIPT_TOKEN, IMG_TOKEN]),
+    ]
+    req = Request(request_id="xss", prompt="Say hi", output_token_ids=[10, 11, 12],
+                  output_text=" Hi" + SCRIPT_TOKEN + IMG_TOKEN, start_time_s=999.0, first_token_time_s=1000.0,
+                  end_time_s=1001.0, finish_reason="length", steps=steps)
+    return save_run(make_run([req], k=3, run_id="html-token"), tmp_path / "html-token.json")
+
+
+def test_html_looking_tokens_are_shown_as_text(page, tmp_path):
+    run_file = _html_token_run(tmp_path)
+    page.locator(".st-key-run_upload input[type=file]").set_input_files(str(run_file))
+    _wait_idle(page)
+    # the uploaded run is on screen: its request id in the request selectbox, its chips in the rows
+    sync_api.expect(page.locator(".st-key-request_id").get_by_role("combobox")).to_have_value("xss: Say hi")
+    sync_api.expect(page.locator("span.sv-discarded")).to_have_count(1 + 1)  # legend + the "<b>bold?</b>" tail
+    assert page.evaluate("() => typeof window.__pwned") == "undefined"
+    text = page.locator("body").inner_text()
+    assert "<script>" in text and "</script>" in text
+    assert "<img/src=x/onerror" in text and "<b>bold?</b>" in text
+    # nothing the tokens spelled became an element inside our HTML
+    assert page.locator(".sv-output script, .sv-row script, .sv-output img, .sv-row img, .sv-row b").count() == 0
+    page.wait_for_timeout(500)  # an onerror would fire asynchronously; look again
+    assert page.evaluate("() => typeof window.__pwned") == "undefined"
