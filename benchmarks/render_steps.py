@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from specviz import render  # noqa: E402
 from specviz.config import SpecConfig  # noqa: E402
 from specviz.demo_model import ensure_demo_model  # noqa: E402
-from specviz.engine import LocalServer, _decoder, build_run, load_tokenizer, record, steps_by_request  # noqa: E402
+from specviz.engine import LocalServer, token_decoder, build_run, load_tokenizer, record, steps_by_request  # noqa: E402
 from specviz.engine import StreamResult  # noqa: E402
 from specviz.metrics import summarize  # noqa: E402
 from specviz.prompts import load_prompts  # noqa: E402
@@ -64,7 +64,7 @@ def main() -> None:
         records.append({"step": i + 1, "t": float(i), "reqs": [["cmpl-bench-0-0-00000000", s.draft_token_ids,
                                                                  s.sampled_token_ids, s.committed_token_ids]]})
         output += s.committed_token_ids
-    decode = _decoder(tokenizer)
+    decode = token_decoder(tokenizer)
     steps = steps_by_request(records, ["bench-0"], decode)["bench-0"]
     result = StreamResult(request_id="bench-0", prompt="p", start_time_s=0.0, token_ids=output,
                           first_token_time_s=0.1, end_time_s=float(args.steps), finish_reason="length")

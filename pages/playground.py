@@ -2,15 +2,17 @@
 
 import time
 
+import pandas as pd
 import streamlit as st
 
-from specviz import ui
+from specviz import render, ui
 from specviz.config import ConfigError, SpecConfig
 from specviz.demo_model import demo_model_dir
 from specviz.engine import EngineError, load_tokenizer
 from specviz.live import LiveGeneration
 from specviz.shared_engine import EngineBusy, EngineConfig, SharedEngine
 from specviz.trace import run_bytes
+from specviz.verify import VerifyError, verify_draft
 
 PLAYGROUND_METHODS = ["none", "ngram", "draft_model", "eagle", "eagle3", "suffix"]
 
@@ -150,3 +152,32 @@ else:
         c5.caption(f"({run.meta.incomplete_reason})")
     c5.download_button("Save run", run_bytes(run), file_name=f"playground-{run.meta.run_id}.json.gz",
                        key="pg_save")
+
+st.divider()
+st.subheader("Try your own draft")
+st.caption("Type a prompt and a draft continuation: the running target verifies it greedily in one forward pass, "
+           "as speculative decoding does. Try “The capital of France is” / “ Paris. It is known”.")
+v1, v2 = st.columns(2)
+v1.text_input("Prompt", key="pg_verify_prompt", value="The weather today is")
+v2.text_input("Draft continuation", key="pg_verify_draft", value=" sunny and warm outside")
+if st.button("Verify the draft", key="pg_verify", disabled=shared_engine().running() is None,
+             help="needs a running engine: press Generate above first"):
+    engine = shared_engine()
+    config = engine.running()
+    try:
+        v = verify_draft(engine.server.url, engine.server.model, tokenizer_for(config.model),
+                         st.session_state.pg_verify_prompt, st.session_state.pg_verify_draft)
+    except VerifyError as e:
+        st.error(str(e))
+    else:
+        st.markdown(render.CSS, unsafe_allow_html=True)
+        st.markdown(f"**{render.step_summary(v.to_step())}**")
+        st.markdown(f'<div style="font-size:1.4em">{render.step_html(v.to_step())}</div>', unsafe_allow_html=True)
+        st.dataframe(pd.DataFrame({
+            "position": [p.index + 1 for p in v.positions],
+            "draft token": [repr(p.draft.text) for p in v.positions],
+            "verdict": [p.status for p in v.positions],
+            "target's token": [repr(p.target.token.text) for p in v.positions],
+            "target's top alternatives (logprob)": [
+                ", ".join(f"{t.text!r} ({t.logprob:.2f})" for t in p.target.top) for p in v.positions],
+        }), key="pg_verify_table", hide_index=True)

@@ -487,7 +487,7 @@ def record(
         after = _try(lambda: scrape_spec_counters(server.url)) if server.alive() else None
 
     # The tracer writes a step before its tokens reach the client, so by now every step is on disk.
-    steps = steps_by_request(reader.read_new(), request_ids, _decoder(tokenizer))
+    steps = steps_by_request(reader.read_new(), request_ids, token_decoder(tokenizer))
     errors = [r.error for r in results if r.error]
     reason = None
     if errors or not server.alive():
@@ -555,7 +555,8 @@ def _try(fn):
         return None
 
 
-def _decoder(tokenizer) -> Callable[[int], str]:
+def token_decoder(tokenizer) -> Callable[[int], str]:
+    """tokenizer.decode([id]) with a cache: token texts for display."""
     cache: dict[int, str] = {}
 
     def decode(token_id: int) -> str:

@@ -16,7 +16,7 @@ import uuid
 
 import httpx
 
-from .engine import (LocalServer, StreamResult, TraceReader, _decoder, apply_chat_template, build_run,
+from .engine import (LocalServer, StreamResult, TraceReader, token_decoder, apply_chat_template, build_run,
                      steps_by_request, stream_completion)
 from .trace import Run, Step
 
@@ -34,7 +34,7 @@ class LiveGeneration:
         self.sampling = {"max_tokens": max_tokens, "temperature": temperature, "top_p": 1.0, "seed": seed}
         self.run_id = uuid.uuid4().hex[:12]
         self.request_id = f"{self.run_id}-0"
-        self._decode = _decoder(tokenizer)
+        self._decode = token_decoder(tokenizer)
         self._reader = TraceReader(server.trace_path, from_end=True)
         self._steps: list[Step] = []  # joined incrementally: a redraw costs the same at step 10 and step 2000
         self._result = StreamResult(request_id=self.request_id, prompt=self.text, start_time_s=time.time())

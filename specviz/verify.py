@@ -39,6 +39,7 @@ from typing import Literal
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .engine import token_decoder
 from .trace import Step
 
 DEFAULT_TOP_K = 5
@@ -226,7 +227,7 @@ def verify_draft(
         raise VerifyError("the prompt is empty: the target needs at least one prompt token to predict the draft")
     ids = prompt_ids + draft_ids
     url = url.rstrip("/")
-    decode = _decoder(tokenizer)
+    decode = token_decoder(tokenizer)
 
     with httpx.Client(timeout=httpx.Timeout(timeout_s, connect=min(10.0, timeout_s))) as client:
         max_len = _max_model_len(client, url, model)
@@ -409,14 +410,3 @@ def _error_message(r: httpx.Response) -> str:
         if isinstance(err.get("detail"), str):
             return err["detail"][:500]
     return str(err)[:500]
-
-
-def _decoder(tokenizer):
-    cache: dict[int, str] = {}
-
-    def decode(token_id: int) -> str:
-        if token_id not in cache:
-            cache[token_id] = tokenizer.decode([token_id])
-        return cache[token_id]
-
-    return decode

@@ -47,3 +47,14 @@ def test_generate_live_then_compare_with_baseline(tiny_target):
     assert int(labels["target passes saved vs baseline"]) == 40 - int(labels["engine steps"])
     assert "speed vs baseline" in labels
     assert at.get("download_button")  # the run can be saved
+
+    # Try your own draft, verified by the engine that is running now (the ngram one).
+    at.text_input(key="pg_verify_prompt").set_value("Write a list of colours.")
+    at.text_input(key="pg_verify_draft").set_value(" red green blue")
+    at.button(key="pg_verify").click().run()
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    table = at.dataframe[-1].value
+    assert len(table) >= 3 and set(table["verdict"]) <= {"accepted", "rejected", "discarded"}
+    html = "\n".join(m.value for m in at.markdown)
+    assert "sv-correction" in html or "sv-bonus" in html
