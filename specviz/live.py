@@ -47,22 +47,17 @@ class LiveGeneration:
         return self
 
     def _run(self) -> None:
-        def on_chunk(_res: StreamResult) -> None:
+        def on_chunk(res: StreamResult) -> None:
+            self._result = res  # the same object, growing; read by snapshot()
             if self._stop.is_set():
-                raise _Stopped
+                raise _Stopped  # leaving the stream closes the connection: vLLM aborts the request
 
         with httpx.Client(timeout=httpx.Timeout(None, connect=10.0)) as client:
             try:
                 self._result = stream_completion(client, self.server.url, self.server.model, self.text,
-                                                 self.request_id, self.sampling, on_chunk=self._track(on_chunk))
+                                                 self.request_id, self.sampling, on_chunk=on_chunk)
             except _Stopped:
                 self.stopped_by_user = True
-
-    def _track(self, on_chunk):
-        def wrapped(res: StreamResult) -> None:
-            self._result = res  # the same object, growing; read by snapshot()
-            on_chunk(res)
-        return wrapped
 
     @property
     def done(self) -> bool:

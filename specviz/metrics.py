@@ -11,7 +11,7 @@ Worked example: two steps with k=3 drafts each, accepting 2 and 3 (the second ge
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, computed_field
 
 from .trace import Request, Run, SpecDecodeCounters, Step
 
@@ -26,14 +26,17 @@ class Acceptance(BaseModel):
     num_accepted_tokens: int
     num_accepted_tokens_per_pos: list[int]
 
+    @computed_field
     @property
     def mean_acceptance_length(self) -> float | None:
         return 1 + self.num_accepted_tokens / self.num_drafts if self.num_drafts else None
 
+    @computed_field
     @property
     def draft_acceptance_rate(self) -> float | None:
         return self.num_accepted_tokens / self.num_draft_tokens if self.num_draft_tokens else None
 
+    @computed_field
     @property
     def acceptance_rate_per_pos(self) -> list[float]:
         return [n / self.num_drafts for n in self.num_accepted_tokens_per_pos] if self.num_drafts else []
@@ -138,7 +141,7 @@ class Summary(BaseModel):
     time_to_first_token_s_p90: float | None
     time_per_output_token_s_p50: float | None
     time_per_output_token_s_p90: float | None
-    vllm_counters: Acceptance | None
+    vllm_counters: Acceptance | None = None  # the same figures from vLLM's own counters
     counters_match: bool | None
 
 

@@ -35,6 +35,7 @@ CSS = """
 .sv-stepno{display:inline-block;width:5.5em;color:#888;font-size:.85em}
 .sv-output{line-height:1.9}
 .sv-output .sv-chip{margin:0;padding:0 1px;border-radius:2px;border:none}
+.sv-output .sv-plain{background:transparent;color:inherit}
 </style>
 """
 
@@ -44,7 +45,7 @@ ROLE_LABELS: dict[Role, str] = {
     "correction": "target's token at the first rejection",
     "discarded": "discarded tail (after the first rejection)",
     "bonus": "bonus token (all drafts accepted)",
-    "plain": "no draft: the target's own token",
+    "plain": "no draft: the target's own token (unmarked in the output)",
 }
 
 

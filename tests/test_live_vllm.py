@@ -18,7 +18,8 @@ import time
 import pytest
 
 from specviz.config import SpecConfig
-from specviz.engine import EngineError, LocalServer, live_group_members, record
+from specviz.engine import EngineError, LocalServer, live_group_members, load_tokenizer, record
+from specviz.live import LiveGeneration
 from specviz.metrics import run_acceptance, summarize
 from specviz.prompts import load_prompts
 from specviz.trace import load_run, save_run
@@ -48,19 +49,46 @@ def _specs(draft: str) -> dict[str, SpecConfig | None]:
 
 
 @pytest.fixture(scope="module")
-def runs(tiny):
-    """{(config name, concurrency): Run} recorded on real vLLM, one server per config."""
+def recorded(tiny):
+    """{"runs": {(config name, concurrency): Run}, "stopped": (Run, done)} from real vLLM, one server per config."""
     target, draft = tiny
     _, prompts = load_prompts("builtin:repetitive")
     prompts = prompts + load_prompts("builtin:chat")[1][:4]  # 10 requests: concurrency 8 fills the batch
-    out = {}
+    out, stopped = {}, None
     for name, spec in _specs(draft).items():
         with LocalServer(model=target, spec=spec, dtype="float32") as server:
             server.start()
             for c in CONCURRENCIES:
                 out[(name, c)] = record(server, prompts, prompt_set="repetitive+chat", concurrency=c,
                                         max_tokens=MAX_TOKENS)
-    return out
+            if name == "ngram":
+                stopped = _stopped_live_generation(server)
+    return {"runs": out, "stopped": stopped}
+
+
+@pytest.fixture(scope="module")
+def runs(recorded):
+    return recorded["runs"]
+
+
+def _stopped_live_generation(server):
+    """A playground-style generation stopped by the user after a few steps."""
+    gen = LiveGeneration(server, "Count to a thousand.", max_tokens=1500, tokenizer=load_tokenizer(server.model))
+    gen.start()
+    deadline = time.monotonic() + 60
+    while len(gen.snapshot()[0].requests[0].steps) < 5 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    gen.stop()
+    return gen.snapshot()
+
+
+def test_stopping_a_live_generation_keeps_what_was_generated(recorded):
+    run, done = recorded["stopped"]
+    req = run.requests[0]
+    assert done and not run.meta.complete and run.meta.incomplete_reason == "stopped by the user"
+    assert 5 <= len(req.output_token_ids) < 1500 and req.finish_reason is None
+    assert [t for s in req.steps for t in s.committed_token_ids] == req.output_token_ids
+    assert req.user_message == "Count to a thousand."
 
 
 def test_greedy_output_is_identical_with_and_without_speculation(runs):
