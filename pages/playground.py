@@ -62,7 +62,7 @@ def start_generation() -> None:
             log = st.empty()
             try:
                 engine.ensure(config, ui.session_id(),
-                              progress=lambda elapsed, line: log.code(f"{elapsed:.0f} s\n{line[-200:]}"))
+                              progress=lambda elapsed, tail: log.code(f"{elapsed:.0f} s\n{tail}"))
             except EngineBusy as e:
                 status.update(label="Engine busy", state="error")
                 st.warning(str(e))

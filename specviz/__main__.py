@@ -50,7 +50,8 @@ def cmd_record(args: argparse.Namespace) -> int:
         tty = sys.stderr.isatty()
         shown = {"at": -10.0}
 
-        def show_start(elapsed_s: float, last_line: str) -> None:
+        def show_start(elapsed_s: float, log_tail: str) -> None:
+            last_line = log_tail.splitlines()[-1] if log_tail else ""
             if tty:
                 print(f"\rstarting vLLM: {elapsed_s:5.0f} s  {last_line[-90:]:<90}", end="", file=sys.stderr)
             elif elapsed_s - shown["at"] >= 10:  # a log file gets a line every 10 s, not a redraw

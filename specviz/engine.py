@@ -135,6 +135,8 @@ class LocalServer:
     def start(self, progress: Callable[[float, str], None] | None = None, timeout_s: float = 900) -> float:
         """Start the server and wait until /health answers; return the seconds it took.
 
+        `progress(elapsed_s, log_tail)` is called twice a second with the last 8 lines of the log.
+
         Raises EngineError (with the server's last log lines) if the model folder is missing, the
         port is taken, or the server exits or does not become healthy within timeout_s.
         """
@@ -178,7 +180,7 @@ class LocalServer:
                     self.stop()
                     raise EngineError(f"vLLM did not become healthy within {timeout_s:.0f} s.\n{self.log_tail()}")
                 if progress:
-                    progress(elapsed, self.log_tail(1))
+                    progress(elapsed, self.log_tail(8))
                 time.sleep(0.5)
         self.ready_after_s = time.time() - self.start_time_s
         return self.ready_after_s
