@@ -10,6 +10,7 @@ from specviz.config import ConfigError, SpecConfig
 from specviz.demo_model import demo_model_dir
 from specviz.engine import EngineError, load_tokenizer
 from specviz.live import LiveGeneration
+from specviz.metrics import summarize
 from specviz.shared_engine import EngineBusy, EngineConfig, SharedEngine
 from specviz.trace import run_bytes
 from specviz.verify import VerifyError, verify_draft
@@ -71,7 +72,7 @@ def start_generation() -> None:
                 status.update(label="vLLM did not start", state="error")
                 st.error(str(e))
                 return
-            status.update(label=f"vLLM ready after {engine.start_took_s:.0f} s", state="complete", expanded=False)
+            status.update(label=f"vLLM ready after {engine.server.ready_after_s:.0f} s", state="complete", expanded=False)
     server = engine.ensure(config, ui.session_id())
     st.session_state.pg_gen = LiveGeneration(
         server, st.session_state.pg_prompt, max_tokens=st.session_state.pg_max_tokens,
@@ -89,10 +90,10 @@ def baseline_for(run):
 
 def draw(run, done: bool, area, tick: int) -> None:
     with area.container():
-        s = ui.summarize(run)
+        s = summarize(run)
         ui.metrics_row(s)
         if done and run.meta.method is not None and (base := baseline_for(run)):
-            b = ui.summarize(base)
+            b = summarize(base)
             c1, c2 = st.columns(2)
             c1.metric("target passes saved vs baseline", b.num_steps - s.num_steps)
             if s.output_tokens_per_s and b.output_tokens_per_s:

@@ -3,6 +3,7 @@
 import streamlit as st
 
 from specviz import render, ui
+from specviz.metrics import summarize
 from specviz.trace import RunFileError, list_run_files, load_run
 
 
@@ -37,7 +38,7 @@ caption = ui.provenance(run)
 st.caption(caption)
 if not run.meta.complete:
     st.warning(f"Incomplete run: {run.meta.incomplete_reason}")
-ui.metrics_row(ui.summarize(run))
+ui.metrics_row(summarize(run))
 
 request_ids = [r.request_id for r in run.requests]
 rid = st.selectbox("Request", request_ids, key="request_id",

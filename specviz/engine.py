@@ -206,17 +206,19 @@ class LocalServer:
                 os.killpg(pgid, sig)
             except ProcessLookupError:
                 break
-            deadline = time.monotonic() + wait_s
-            while time.monotonic() < deadline:
-                self.proc.poll()  # reap the leader
-                if not live_group_members(pgid):
-                    break
-                time.sleep(0.1)
-            else:
-                continue
-            break
+            if self._group_ends_within(pgid, wait_s):
+                break
         self.proc.poll()
         self.proc = None
+
+    def _group_ends_within(self, pgid: int, wait_s: float) -> bool:
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            self.proc.poll()  # reap the leader, or it counts as a zombie member forever
+            if not live_group_members(pgid):
+                return True
+            time.sleep(0.1)
+        return False
 
     def __enter__(self) -> LocalServer:
         return self
@@ -314,7 +316,6 @@ class StreamResult:
     prompt_token_ids: list[int] = field(default_factory=list)
     token_ids: list[int] = field(default_factory=list)
     text: str = ""
-    chunk_sizes: list[int] = field(default_factory=list)  # tokens per chunk: one chunk per engine step
     first_token_time_s: float | None = None
     end_time_s: float | None = None
     finish_reason: str | None = None
@@ -350,7 +351,6 @@ def stream_completion(
                 if ids:
                     result.first_token_time_s = result.first_token_time_s or time.time()
                     result.token_ids += ids
-                    result.chunk_sizes.append(len(ids))
                 result.text += choice.get("text") or ""
                 if choice.get("finish_reason"):
                     result.finish_reason = choice["finish_reason"]
@@ -371,8 +371,11 @@ class TraceReader:
     def __init__(self, path: Path, from_end: bool = False) -> None:
         self.path = Path(path)
         self._offset = 0
-        if from_end:
-            self.read_new()  # skip what is there, up to the last whole line
+        if from_end:  # skip earlier runs' records unparsed, up to the last whole line
+            try:
+                self._offset = self.path.read_bytes().rfind(b"\n") + 1
+            except FileNotFoundError:
+                pass
 
     def read_new(self) -> list[dict]:
         try:
@@ -466,7 +469,7 @@ def record(
     sampling = {"max_tokens": max_tokens, "temperature": temperature, "top_p": 1.0, "seed": seed}
     run_id = uuid.uuid4().hex[:12]
     request_ids = [f"{run_id}-{i}" for i in range(len(texts))]
-    reader = TraceReader(server.trace_path)
+    reader = TraceReader(server.trace_path, from_end=True)
     lock = threading.Lock()
 
     with httpx.Client(timeout=httpx.Timeout(None, connect=10.0),

@@ -95,5 +95,5 @@ def _as_cut_off(res: StreamResult) -> StreamResult:
     ids = list(res.token_ids)
     return StreamResult(request_id=res.request_id, prompt=res.prompt, start_time_s=res.start_time_s,
                         prompt_token_ids=list(res.prompt_token_ids), token_ids=ids, text=res.text,
-                        chunk_sizes=list(res.chunk_sizes), first_token_time_s=res.first_token_time_s,
+                        first_token_time_s=res.first_token_time_s,
                         end_time_s=res.end_time_s, finish_reason=res.finish_reason)

@@ -48,7 +48,6 @@ class SharedEngine:
         self.config: EngineConfig | None = None
         self.owner: str | None = None
         self.last_used: dict[str, float] = {}
-        self.start_took_s: float | None = None
 
     def running(self) -> EngineConfig | None:
         return self.config if self.server is not None and self.server.alive() else None
@@ -77,7 +76,7 @@ class SharedEngine:
                                  max_model_len=config.max_model_len)
             if on_server:
                 on_server(server)
-            self.start_took_s = server.start(progress=progress)
+            server.start(progress=progress)
             self.server, self.config, self.owner = server, config, session_id
             return server
 

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from . import charts, render
-from .metrics import Summary, count_acceptance, request_acceptance_length, summarize
+from .metrics import Summary, count_acceptance, request_acceptance_length
 from .trace import Request, Run
 
 
@@ -68,5 +68,3 @@ def per_request_table(run: Run, key: str) -> None:
         "finish": [r.finish_reason for r in run.requests],
     }), key=key, hide_index=True)
 
-
-__all__ = ["provenance", "session_id", "metrics_row", "request_view", "per_request_table", "summarize"]

@@ -49,8 +49,8 @@ def test_playground_opens_without_an_engine():
     at = AppTest.from_file("../app.py", default_timeout=60)
     at.switch_page("pages/playground.py").run()
     assert not at.exception, at.exception
-    for key in ("pg_prompt", "pg_model"):
-        assert at.text_area(key=key) if key == "pg_prompt" else at.text_input(key=key)
+    assert at.text_area(key="pg_prompt").value == "The weather today is"
+    assert at.text_input(key="pg_model").value.endswith("SmolLM2-135M-Instruct")
     assert at.selectbox(key="pg_method").value == "ngram"
     assert at.slider(key="pg_k").value == 3
     assert at.button(key="pg_start") and at.button(key="pg_stop")
