@@ -4,6 +4,5 @@ import streamlit as st
 
 st.set_page_config(page_title="specviz", page_icon="🔭", layout="wide")
 st.navigation([
-    st.Page("pages/recorded_run.py", title="Recorded run", icon="🎞️", default=True),
-    st.Page("pages/playground.py", title="Playground", icon="🧪"),
+    st.Page("pages/playground.py", title="Playground", icon="🧪", default=True),
 ]).run()

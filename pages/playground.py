@@ -1,4 +1,4 @@
-"""Playground: generate with a real vLLM engine and watch the target verify drafts, step by step."""
+"""Playground: watch the target verify drafts, step by step: a recorded run, a local engine, or a server at a URL."""
 
 import time
 
@@ -6,16 +6,18 @@ import pandas as pd
 import streamlit as st
 
 from specviz import render, ui
+from specviz.attach import AttachError, AttachedServer, attach
 from specviz.config import ConfigError, SpecConfig
 from specviz.demo_model import demo_model_dir
 from specviz.engine import EngineError, load_tokenizer
 from specviz.live import LiveGeneration
 from specviz.metrics import summarize
 from specviz.shared_engine import EngineBusy, EngineConfig, SharedEngine
-from specviz.trace import run_bytes
+from specviz.trace import RunFileError, list_run_files, load_run, run_bytes
 from specviz.verify import VerifyError, verify_draft
 
 PLAYGROUND_METHODS = ["none", "ngram", "draft_model", "eagle", "eagle3", "suffix"]
+RECORDED, LOCAL, ATTACHED = "Recorded run", "Local engine (specviz starts it)", "vLLM server at a URL"
 
 
 @st.cache_resource
@@ -28,11 +30,17 @@ def tokenizer_for(model: str):
     return load_tokenizer(model)
 
 
+@st.cache_data(show_spinner=False)
+def load_run_bytes(data: bytes):
+    return load_run(data)
+
+
 def init_state() -> None:
     for key, value in {
         "pg_model": str(demo_model_dir()), "pg_method": "ngram", "pg_k": 3, "pg_lookup_min": 2,
         "pg_lookup_max": 4, "pg_draft_model": "", "pg_prompt": "The weather today is", "pg_max_tokens": 64,
-        "pg_temperature": 0.0, "pg_gen": None, "pg_runs": [],
+        "pg_temperature": 0.0, "pg_gen": None, "pg_runs": [], "pg_source": RECORDED,
+        "pg_url": "http://127.0.0.1:8000", "pg_trace_file": "", "pg_attach_spec": "", "pg_attached": None,
     }.items():
         st.session_state.setdefault(key, value)
 
@@ -82,7 +90,7 @@ def start_generation() -> None:
 def baseline_for(run):
     """The latest baseline run of the same prompt and sampling, if the user made one."""
     for other in reversed(st.session_state.pg_runs):
-        if (other.meta.method is None and other.requests[0].prompt == run.requests[0].prompt
+        if (other.meta.speculative_config is None and other.requests[0].prompt == run.requests[0].prompt
                 and other.meta.sampling == run.meta.sampling and other.meta.run_id != run.meta.run_id):
             return other
     return None
@@ -101,24 +109,96 @@ def draw(run, done: bool, area, tick: int) -> None:
         ui.request_view(run.requests[0], ui.provenance(run), steps=slice(-40, None), chart_key=f"pg_acc_{tick}")
 
 
+
+def recorded_source() -> None:
+    files = list_run_files()
+    with st.sidebar:
+        names = [p.name for p in files]
+        choice = st.selectbox("Recorded run (sample_runs/)", names, key="run_file") if names else None
+        upload = st.file_uploader("…or open a run file", type=["json", "gz"], key="run_upload")
+    if upload is None and choice is None:
+        st.info("No run files in sample_runs/. Record one with `python -m specviz record ...` or upload one.")
+        return
+    try:
+        run = load_run_bytes(upload.getvalue() if upload is not None else files[names.index(choice)].read_bytes())
+    except RunFileError as e:
+        st.error(f"This file cannot be opened: {e}")
+        return
+    ui.recorded_run_view(run)
+
+
+def local_engine_controls() -> None:
+    with st.sidebar:
+        st.text_input("Target model folder", key="pg_model")
+        st.selectbox("Drafting method", PLAYGROUND_METHODS, key="pg_method")
+        if st.session_state.pg_method != "none":
+            st.slider("num_speculative_tokens (k)", 1, 8, key="pg_k")
+        if st.session_state.pg_method == "ngram":
+            st.number_input("prompt_lookup_min", 1, 8, key="pg_lookup_min")
+            st.number_input("prompt_lookup_max", 1, 8, key="pg_lookup_max")
+        elif st.session_state.pg_method in ("draft_model", "eagle", "eagle3"):
+            st.text_input("Draft model folder", key="pg_draft_model")
+        running = shared_engine().running()
+        st.caption(f"Running: {running.describe()}" if running else "No engine running.")
+
+
+def attached_controls() -> AttachedServer | None:
+    with st.sidebar:
+        st.text_input("Server URL", key="pg_url", help="a running vLLM OpenAI-compatible server, e.g. a ROCm box")
+        st.text_input("Tracer file (optional)", key="pg_trace_file",
+                      help="the SPECVIZ_TRACE_FILE of a server on this machine started with the specviz tracer")
+        st.text_input("Its speculative config (optional JSON)", key="pg_attach_spec",
+                      help='as the server was started, e.g. {"method": "eagle3", "num_speculative_tokens": 3, ...}')
+        if st.button("Connect", key="pg_connect"):
+            try:
+                spec = SpecConfig.parse(st.session_state.pg_attach_spec)
+                st.session_state.pg_attached = attach(st.session_state.pg_url, spec=spec,
+                                                      trace_file=st.session_state.pg_trace_file or None)
+            except (AttachError, ConfigError) as e:
+                st.session_state.pg_attached = None
+                st.error(str(e))
+    server: AttachedServer | None = st.session_state.pg_attached
+    if server is None:
+        st.info("Give the URL of a running vLLM server and press Connect (in the sidebar).")
+        return None
+    st.markdown(f"**Attached to {server.url}**: serving `{server.model}` with vLLM {server.vllm_version}")
+    last = st.session_state.pg_runs[-1] if st.session_state.pg_runs else None
+    views = server.views(last if last is not None and last.meta.server_url == server.url else None)
+    st.dataframe(pd.DataFrame({"view": [v.name for v in views], "available": ["yes" if v.available else "no"
+                                                                               for v in views],
+                               "why": [v.why for v in views]}), key="pg_views", hide_index=True)
+    return server
+
+
+def start_attached_generation(server: AttachedServer) -> None:
+    if not server.alive():
+        st.error(f"{server.url} does not answer /health any more. Is the server still running?")
+        return
+    st.session_state.pg_gen = LiveGeneration(
+        server, st.session_state.pg_prompt, max_tokens=st.session_state.pg_max_tokens,
+        temperature=st.session_state.pg_temperature, tokenizer=server.tokenizer()).start()
+
+
 init_state()
 st.title("Playground")
-st.caption("Generate with a real vLLM engine (started here, shared by every browser session) and watch each "
-           "verification step: drafts accepted, the target's correction, the discarded tail, bonus tokens.")
+st.caption("Watch each verification step of speculative decoding in vLLM: drafts accepted, the target's correction, "
+           "the discarded tail, bonus tokens. Open a recorded run, start a local engine, or attach to a server.")
 
 with st.sidebar:
-    st.subheader("Engine")
-    st.text_input("Target model folder", key="pg_model")
-    st.selectbox("Drafting method", PLAYGROUND_METHODS, key="pg_method")
-    if st.session_state.pg_method != "none":
-        st.slider("num_speculative_tokens (k)", 1, 8, key="pg_k")
-    if st.session_state.pg_method == "ngram":
-        st.number_input("prompt_lookup_min", 1, 8, key="pg_lookup_min")
-        st.number_input("prompt_lookup_max", 1, 8, key="pg_lookup_max")
-    elif st.session_state.pg_method in ("draft_model", "eagle", "eagle3"):
-        st.text_input("Draft model folder", key="pg_draft_model")
-    running = shared_engine().running()
-    st.caption(f"Running: {running.describe()}" if running else "No engine running.")
+    st.subheader("Runs come from")
+    source = st.radio("Runs come from", [RECORDED, LOCAL, ATTACHED], key="pg_source", label_visibility="collapsed")
+
+if source == RECORDED:
+    recorded_source()
+    st.stop()
+
+attached = None
+if source == LOCAL:
+    local_engine_controls()
+else:
+    attached = attached_controls()
+    if attached is None:
+        st.stop()
 
 st.text_area("Prompt", key="pg_prompt", height=80)
 c1, c2, c3, c4, c5 = st.columns([2, 2, 1, 1, 2])
@@ -133,7 +213,10 @@ if stop and gen is not None:
 if start:
     if gen is not None:
         gen.stop()
-    start_generation()
+    if attached is not None:
+        start_attached_generation(attached)
+    else:
+        start_generation()
     gen = st.session_state.pg_gen
 
 area = st.empty()
@@ -154,6 +237,8 @@ else:
     c5.download_button("Save run", run_bytes(run), file_name=f"playground-{run.meta.run_id}.json.gz",
                        key="pg_save")
 
+if source != LOCAL:
+    st.stop()
 st.divider()
 st.subheader("Try your own draft")
 st.caption("Type a prompt and a draft continuation: the running target verifies it greedily in one forward pass, "

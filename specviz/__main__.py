@@ -3,6 +3,8 @@
     python -m specviz record --model PATH --spec '{"method":"ngram","num_speculative_tokens":3}' \\
         --prompts builtin:code --concurrency 4 --max-tokens 128 --out runs/ngram.json.gz
     python -m specviz check runs/ngram.json.gz       # validate, print the summary as JSON
+    python -m specviz sweep --model PATH --drafter '{"method":"ngram","prompt_lookup_max":4}' \\
+        --k 1,2,3,5 --concurrency 1,2,4,8,16 --prompts builtin:code --out sweeps/code
     python -m specviz demo-model                     # build the SmolLM2 demo model folder (cached)
     python -m specviz schema --out sample_runs/run.schema.json
 """
@@ -87,6 +89,71 @@ def cmd_record(args: argparse.Namespace) -> int:
     return 0
 
 
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 1,2,4, got {text!r}") from None
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from .prompts import PromptSetError
+    from .sweep import SweepError, SweepGrid, check_grid, run_sweep, sweep_summary_line, sweep_table
+
+    try:
+        drafters = [json.loads(d) for d in args.drafter]
+    except json.JSONDecodeError as e:
+        return _fail(f"--drafter is not valid JSON ({e.msg} at column {e.colno})")
+    try:
+        grid = SweepGrid(target_model=args.model, drafters=drafters, num_speculative_tokens=args.k,
+                         concurrencies=args.concurrency, prompts=args.prompts, num_requests=args.num_requests,
+                         max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed, dtype=args.dtype)
+        check_grid(grid)  # before any engine starts
+    except ValidationError as e:
+        return _fail(f"bad sweep: {e.errors()[0]['msg']}")
+    except (ConfigError, PromptSetError, SweepError) as e:
+        return _fail(str(e))
+
+    from tqdm import tqdm
+
+    from .engine import EngineError
+
+    total = len(grid.engine_configs()) * len(grid.concurrencies)
+    bar = tqdm(total=total, unit="cell", desc="sweep", file=sys.stderr)
+    out = Path(args.out)
+    if (out / "sweep.json").exists():
+        from .sweep import load_sweep
+
+        try:
+            bar.update(len(load_sweep(out / "sweep.json").cells))
+        except SweepError as e:
+            return _fail(str(e))
+
+    def on_cell(cell, sweep) -> None:
+        bar.update(1)
+        bar.write(sweep_summary_line(cell), file=sys.stderr)
+
+    def on_engine(label, spec) -> None:
+        bar.set_description(f"starting vLLM: {label}" + (f" k={spec.num_speculative_tokens}" if spec else ""))
+
+    try:
+        sweep = run_sweep(grid, out, on_cell=on_cell, on_engine=on_engine)
+    except (SweepError, EngineError) as e:
+        bar.close()
+        return _fail(f"{e}", 1)
+    except KeyboardInterrupt:
+        bar.close()
+        return _fail(f"interrupted; finished cells are saved in {out / 'sweep.json'}; run the same command "
+                     "to resume", 130)
+    bar.close()
+    table = sweep_table(sweep)
+    table.to_csv(out / "sweep.csv", index=False)
+    print(json.dumps({"out": str(out / "sweep.json"), "cells": len(sweep.cells), "complete": sweep.complete}))
+    return 0
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from .metrics import summarize
 
@@ -141,6 +208,21 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--port", type=int, default=None, help="default: a free port")
     r.add_argument("--no-chat-template", action="store_true", help="send prompts as raw text")
     r.set_defaults(fn=cmd_record)
+
+    w = sub.add_parser("sweep", help="measure drafters x k x concurrency against the baseline; resumable")
+    w.add_argument("--model", required=True, help="target model folder")
+    w.add_argument("--drafter", action="append", default=[],
+                   help="a speculative config as JSON without num_speculative_tokens; repeat for several")
+    w.add_argument("--k", type=_int_list, default=[1, 2, 3, 5], help="num_speculative_tokens values, e.g. 1,2,3,5")
+    w.add_argument("--concurrency", type=_int_list, default=[1, 2, 4, 8, 16], help="e.g. 1,2,4,8,16")
+    w.add_argument("--prompts", default="builtin:code", help="builtin:NAME or a .txt/.json file")
+    w.add_argument("--num-requests", type=int, default=16, help="requests per cell (prompts are cycled)")
+    w.add_argument("--max-tokens", type=int, default=64)
+    w.add_argument("--temperature", type=float, default=0.0)
+    w.add_argument("--seed", type=int, default=0)
+    w.add_argument("--dtype", default="auto")
+    w.add_argument("--out", required=True, help="folder for sweep.json, sweep.csv and the cells' runs")
+    w.set_defaults(fn=cmd_sweep)
 
     c = sub.add_parser("check", help="validate a run file and print its summary as JSON")
     c.add_argument("file")

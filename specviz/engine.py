@@ -31,13 +31,18 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from . import __version__
 from .config import SpecConfig
-from .trace import TRACE_FILE_ENV, Request, Run, RunMeta, SpecDecodeCounters, Step
+
+if TYPE_CHECKING:
+    from .attach import AttachedServer
+from .trace import (TRACE_FILE_ENV, Request, RequestSpecDecodeMetrics, Run, RunMeta, SpecDecodeCounters, Step,
+                    StreamChunk)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TRACER_CLS = "specviz.tracer.TracingScheduler"
@@ -85,6 +90,17 @@ def _cpu_model() -> str:
     except OSError:
         pass
     return ""
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a run was served: recorded in every run's meta."""
+
+    platform: str  # vLLM's platform name: cpu, rocm, cuda; 'unknown' for a remote server
+    device_name: str
+    vllm_version: str
+    async_scheduling: bool | None  # None when it cannot be known
+    server_url: str | None = None  # an attached server's URL; None for a server specviz started
 
 
 @dataclass(eq=False)  # identity semantics: servers live in a set
@@ -187,6 +203,18 @@ class LocalServer:
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    def tokenizer(self):
+        return load_tokenizer(self.model)
+
+    def speculative_config(self) -> dict | None:
+        return self.spec.to_vllm() if self.spec else None
+
+    def provenance(self) -> Provenance:
+        platform_name, device = local_device()
+        # A traced server runs with --no-async-scheduling; the CPU platform forces it off anyway.
+        return Provenance(platform=platform_name, device_name=device, vllm_version=vllm_version(),
+                          async_scheduling=not self.trace and platform_name != "cpu")
 
     def log_tail(self, n: int = 30) -> str:
         try:
@@ -320,6 +348,8 @@ class StreamResult:
     end_time_s: float | None = None
     finish_reason: str | None = None
     error: str | None = None
+    chunks: list[StreamChunk] = field(default_factory=list)
+    spec_decode_metrics: dict | None = None  # vLLM's per-request figures, on the final usage chunk
 
 
 def stream_completion(
@@ -328,7 +358,10 @@ def stream_completion(
 ) -> StreamResult:
     """POST /v1/completions with stream=true; never raises for server failures (see .error)."""
     result = StreamResult(request_id=request_id, prompt=prompt, start_time_s=time.time())
-    body = {"model": model, "prompt": prompt, "stream": True, "return_token_ids": True} | sampling
+    # include_usage makes vLLM send a final chunk that carries per-request spec-decode metrics
+    # when the server has --per-request-spec-decode-metrics.
+    body = {"model": model, "prompt": prompt, "stream": True, "return_token_ids": True,
+            "stream_options": {"include_usage": True}} | sampling
     try:
         with client.stream("POST", f"{url}/v1/completions", json=body, headers={"X-Request-Id": request_id}) as r:
             if r.status_code != 200:
@@ -345,13 +378,19 @@ def stream_completion(
                 if "error" in chunk:
                     result.error = str(chunk["error"])
                     break
+                if not chunk["choices"]:  # the final usage chunk
+                    result.spec_decode_metrics = (chunk.get("metrics") or {}).get("speculative_decoding")
+                    continue
                 choice = chunk["choices"][0]
                 result.prompt_token_ids = result.prompt_token_ids or choice.get("prompt_token_ids") or []
                 ids = choice.get("token_ids") or []
-                if ids:
-                    result.first_token_time_s = result.first_token_time_s or time.time()
+                text = choice.get("text") or ""
+                if ids:  # chunks first: a reader in another thread copies chunks, then derives the rest
+                    now = time.time()
+                    result.chunks.append(StreamChunk(time_s=now, token_ids=ids, text=text))
+                    result.first_token_time_s = result.first_token_time_s or now
                     result.token_ids += ids
-                result.text += choice.get("text") or ""
+                result.text += text
                 if choice.get("finish_reason"):
                     result.finish_reason = choice["finish_reason"]
                 if on_chunk:
@@ -447,7 +486,7 @@ def vllm_version() -> str:
 
 
 def record(
-    server: LocalServer,
+    server: LocalServer | AttachedServer,
     prompts: list[str],
     *,
     prompt_set: str,
@@ -462,14 +501,15 @@ def record(
 ) -> Run:
     """Send every prompt (at most `concurrency` in flight), join the tracer's steps, return the Run.
 
-    If the server dies part-way, the Run holds what arrived, with complete=False and the reason.
+    `server` is one specviz started (LocalServer) or one it attached to (specviz.attach). If the
+    server dies part-way, the Run holds what arrived, with complete=False and the reason.
     """
-    tokenizer = tokenizer or load_tokenizer(server.model)
+    tokenizer = tokenizer or server.tokenizer()
     texts = [apply_chat_template(tokenizer, p) if chat else p for p in prompts]
     sampling = {"max_tokens": max_tokens, "temperature": temperature, "top_p": 1.0, "seed": seed}
     run_id = uuid.uuid4().hex[:12]
     request_ids = [f"{run_id}-{i}" for i in range(len(texts))]
-    reader = TraceReader(server.trace_path, from_end=True)
+    reader = TraceReader(server.trace_path, from_end=True) if server.trace else None
     lock = threading.Lock()
 
     with httpx.Client(timeout=httpx.Timeout(None, connect=10.0),
@@ -477,7 +517,8 @@ def record(
         if warmup:
             stream_completion(client, server.url, server.model, texts[0], f"warmup-{run_id}",
                               sampling | {"max_tokens": min(8, max_tokens)})
-        reader.read_new()  # skip the warm-up's records
+        if reader:
+            reader.read_new()  # skip the warm-up's records
         before = _try(lambda: scrape_spec_counters(server.url))
 
         def one(i: int) -> StreamResult:
@@ -492,7 +533,7 @@ def record(
         after = _try(lambda: scrape_spec_counters(server.url)) if server.alive() else None
 
     # The tracer writes a step before its tokens reach the client, so by now every step is on disk.
-    steps = steps_by_request(reader.read_new(), request_ids, token_decoder(tokenizer))
+    steps = steps_by_request(reader.read_new(), request_ids, token_decoder(tokenizer)) if reader else {}
     errors = [r.error for r in results if r.error]
     reason = None
     if errors or not server.alive():
@@ -502,11 +543,11 @@ def record(
     return build_run(server, results, steps, run_id=run_id, prompt_set=prompt_set, concurrency=concurrency,
                      max_tokens=max_tokens, sampling=sampling, incomplete_reason=reason,
                      user_messages=list(prompts) if chat else None,
-                     counters=counters_delta(before, after) if server.spec and reason is None else None)
+                     counters=counters_delta(before, after) if reason is None else None)
 
 
 def build_run(
-    server: LocalServer, results: list[StreamResult], steps: dict[str, list[Step]], *, run_id: str,
+    server: LocalServer | AttachedServer, results: list[StreamResult], steps: dict[str, list[Step]], *, run_id: str,
     prompt_set: str, concurrency: int, max_tokens: int, sampling: dict, incomplete_reason: str | None = None,
     counters: SpecDecodeCounters | None = None, user_messages: list[str | None] | None = None,
 ) -> Run:
@@ -524,24 +565,25 @@ def build_run(
             prompt_token_ids=res.prompt_token_ids,
             output_token_ids=res.token_ids, output_text=res.text, start_time_s=res.start_time_s,
             first_token_time_s=res.first_token_time_s, end_time_s=res.end_time_s,
-            finish_reason=res.finish_reason, steps=req_steps,
+            finish_reason=res.finish_reason, steps=req_steps, stream_chunks=res.chunks,
+            spec_decode_metrics=_spec_decode_metrics(res.spec_decode_metrics),
         ))
-    platform_name, device = local_device()
-    spec = server.spec
+    spec_config = server.speculative_config()
+    where = server.provenance()
     meta = RunMeta(
         run_id=run_id,
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         specviz_version=__version__,
-        vllm_version=vllm_version(),
-        platform=platform_name,
-        device_name=device,
-        # A traced server runs with --no-async-scheduling; the CPU platform forces it off anyway.
-        async_scheduling=not server.trace and platform_name != "cpu",
+        vllm_version=where.vllm_version,
+        platform=where.platform,
+        device_name=where.device_name,
+        async_scheduling=where.async_scheduling,
         traced=server.trace,
+        server_url=where.server_url,
         target_model=server.model,
-        speculative_config=spec.to_vllm() if spec else None,
-        method=spec.method if spec else None,
-        num_speculative_tokens=spec.num_speculative_tokens if spec else None,
+        speculative_config=spec_config,
+        method=spec_config.get("method") if spec_config else None,
+        num_speculative_tokens=spec_config["num_speculative_tokens"] if spec_config else None,
         sampling=sampling,
         prompt_set=prompt_set,
         concurrency=concurrency,
@@ -551,6 +593,17 @@ def build_run(
         vllm_counters=counters,
     )
     return Run(meta=meta, requests=requests)
+
+
+def _spec_decode_metrics(reported: dict | None) -> RequestSpecDecodeMetrics | None:
+    """vLLM's per-request figures, keeping the fields this specviz knows (vLLM calls the shape experimental)."""
+    if not reported:
+        return None
+    known = RequestSpecDecodeMetrics.model_fields
+    try:
+        return RequestSpecDecodeMetrics(**{k: v for k, v in reported.items() if k in known})
+    except ValueError:
+        return None
 
 
 def _try(fn):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from typing import TYPE_CHECKING
 
 import httpx
 
@@ -20,13 +21,16 @@ from .engine import (LocalServer, StreamResult, TraceReader, token_decoder, appl
                      steps_by_request, stream_completion)
 from .trace import Run, Step
 
+if TYPE_CHECKING:
+    from .attach import AttachedServer
+
 
 class _Stopped(Exception):
     pass
 
 
 class LiveGeneration:
-    def __init__(self, server: LocalServer, prompt: str, *, max_tokens: int, tokenizer, temperature: float = 0.0,
+    def __init__(self, server: LocalServer | AttachedServer, prompt: str, *, max_tokens: int, tokenizer, temperature: float = 0.0,
                  seed: int = 0, chat: bool = True) -> None:
         self.server = server
         self.text = apply_chat_template(tokenizer, prompt) if chat else prompt
@@ -35,7 +39,7 @@ class LiveGeneration:
         self.run_id = uuid.uuid4().hex[:12]
         self.request_id = f"{self.run_id}-0"
         self._decode = token_decoder(tokenizer)
-        self._reader = TraceReader(server.trace_path, from_end=True)
+        self._reader = TraceReader(server.trace_path, from_end=True) if server.trace else None
         self._steps: list[Step] = []  # joined incrementally: a redraw costs the same at step 10 and step 2000
         self._result = StreamResult(request_id=self.request_id, prompt=self.text, start_time_s=time.time())
         self._stop = threading.Event()
@@ -74,7 +78,8 @@ class LiveGeneration:
         it holds the tokens that reached the client and the steps that produced them.
         """
         done = self.done  # read first: a result read after this is at least as new
-        self._steps += steps_by_request(self._reader.read_new(), [self.request_id], self._decode)[self.request_id]
+        if self._reader:
+            self._steps += steps_by_request(self._reader.read_new(), [self.request_id], self._decode)[self.request_id]
         res = self._result
         reason = None
         if self.stopped_by_user:
@@ -91,9 +96,10 @@ class LiveGeneration:
 
 
 def _as_cut_off(res: StreamResult) -> StreamResult:
-    """A consistent copy of a result that may still be growing in another thread."""
-    ids = list(res.token_ids)
+    """A consistent copy of a result that may still be growing in another thread (built from its chunks)."""
+    chunks = list(res.chunks)
     return StreamResult(request_id=res.request_id, prompt=res.prompt, start_time_s=res.start_time_s,
-                        prompt_token_ids=list(res.prompt_token_ids), token_ids=ids, text=res.text,
-                        first_token_time_s=res.first_token_time_s,
+                        prompt_token_ids=list(res.prompt_token_ids),
+                        token_ids=[t for c in chunks for t in c.token_ids], text="".join(c.text for c in chunks),
+                        first_token_time_s=res.first_token_time_s, chunks=chunks,
                         end_time_s=res.end_time_s, finish_reason=res.finish_reason)

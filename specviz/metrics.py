@@ -184,3 +184,40 @@ def summarize(run: Run) -> Summary:
         vllm_counters=counters,
         counters_match=(counters == acc) if (counters is not None and traced) else None,
     )
+
+
+class StepFigures(BaseModel):
+    """What the tuner needs from one run: how many drafts each step accepted, and what a step cost.
+
+    A run at k=3 whose drafted steps accepted 0, 3, 1, 3 drafts, plus 2 steps without drafts:
+        accepted_histogram = [1, 1, 0, 2]   (steps that accepted exactly 0, 1, 2, 3 drafts)
+        num_steps_without_drafts = 2
+    Engine steps are counted once however many requests they served:
+        engine_step_time_s = (time of last step - time of first step) / (engine steps - 1)
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    accepted_histogram: list[int]  # index a: drafted request-steps that accepted exactly a drafts
+    num_steps_without_drafts: int  # request-steps that verified no drafts (prefill, or nothing proposed)
+    num_engine_steps: int  # distinct engine steps (target passes) over the whole run
+    engine_step_time_s: float | None  # mean seconds per engine step while the run was in flight
+
+
+def step_figures(run: Run) -> StepFigures:
+    k = run.meta.num_speculative_tokens or 0
+    steps = [s for r in run.requests for s in r.steps]
+    histogram = [0] * (k + 1)
+    for s in steps:
+        if s.draft_token_ids:
+            histogram[s.num_accepted] += 1
+    engine_steps = sorted({(s.engine_step, s.time_s) for s in steps})
+    step_time = None
+    if len(engine_steps) > 1:
+        step_time = (engine_steps[-1][1] - engine_steps[0][1]) / (len(engine_steps) - 1)
+    return StepFigures(
+        accepted_histogram=histogram,
+        num_steps_without_drafts=sum(1 for s in steps if not s.draft_token_ids),
+        num_engine_steps=len(engine_steps),
+        engine_step_time_s=step_time,
+    )

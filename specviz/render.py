@@ -15,7 +15,7 @@ from __future__ import annotations
 from html import escape
 from typing import Literal
 
-from .trace import Request, Step
+from .trace import Request, Step, StreamChunk
 
 Role = Literal["accepted", "rejected", "correction", "discarded", "bonus", "plain"]
 
@@ -36,6 +36,10 @@ CSS = """
 .sv-output{line-height:1.9}
 .sv-output .sv-chip{margin:0;padding:0 1px;border-radius:2px;border:none}
 .sv-output .sv-plain{background:transparent;color:inherit}
+.sv-chunk{border-radius:3px;padding:0 1px;white-space:pre-wrap}
+.sv-chunk-1{background:transparent}
+.sv-chunk-2{background:#d6f0d6}.sv-chunk-3{background:#b4e4b4}.sv-chunk-4{background:#8fd68f}
+.sv-chunk-5{background:#6cc46c}
 </style>
 """
 
@@ -125,3 +129,22 @@ def step_summary(step: Step) -> str:
     tail = "all accepted plus a bonus token" if step.all_accepted else \
         f"{n} accepted, 1 corrected, {k - n - 1} discarded"
     return f"{k} drafts, {tail}: {committed} tokens for one target pass"
+
+
+def chunks_html(chunks: list[StreamChunk]) -> str:
+    """The output as streamed, one span per chunk, darker green the more tokens the chunk carried.
+
+    Without the tracer this is what a client sees of speculative decoding: a chunk of 3 tokens is
+    (while the client keeps up) one engine step that committed 3 tokens.
+    """
+    parts = []
+    for i, c in enumerate(chunks):
+        n = len(c.token_ids)
+        title = f"chunk {i + 1}: {n} token{'s' if n != 1 else ''}"
+        parts.append(f'<span class="sv-chunk sv-chunk-{min(n, 5)}" title="{title}">{escape(c.text)}</span>')
+    return f'<div class="sv-output">{"".join(parts)}</div>'
+
+
+def chunks_legend_html() -> str:
+    return " ".join(f'<span class="sv-chunk sv-chunk-{n}">&nbsp;{n}{"+" if n == 5 else ""} '
+                    f'token{"s" if n > 1 else ""}&nbsp;</span>' for n in range(1, 6))

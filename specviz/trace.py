@@ -82,6 +82,31 @@ class Step(_Frozen):
         return bool(self.draft_token_ids) and self.num_accepted == len(self.draft_token_ids)
 
 
+class StreamChunk(_Frozen):
+    """One streamed chunk as the client saw it: vLLM sends one per engine step while the client keeps up."""
+
+    time_s: float
+    token_ids: list[int]
+    text: str
+
+
+class RequestSpecDecodeMetrics(_Frozen):
+    """vLLM's own per-request acceptance figures (`--per-request-spec-decode-metrics`), as the server sent them.
+
+    acceptance_histogram[j] = verify steps that accepted exactly j drafts (length k + 1).
+    """
+
+    mean_acceptance_length: float
+    draft_acceptance_rate: float
+    acceptance_histogram: list[int]
+    num_spec_steps: int
+    num_accepted_draft_tokens: int
+    num_draft_tokens: int
+    num_spec_tokens: int
+    per_step_accepted: list[int] | None = None  # only at the 'detailed' level
+    per_step_drafted: list[int] | None = None
+
+
 class Request(_Frozen):
     request_id: str
     prompt: str = Field(description="the prompt text sent to the server (after any chat template)")
@@ -94,6 +119,9 @@ class Request(_Frozen):
     end_time_s: float | None = None
     finish_reason: str | None = Field(description="'length', 'stop', 'abort', or None if cut off")
     steps: list[Step] = Field(default_factory=list, description="empty when the server had no tracer")
+    stream_chunks: list[StreamChunk] = Field(default_factory=list, description="the stream, chunk by chunk")
+    spec_decode_metrics: RequestSpecDecodeMetrics | None = Field(
+        default=None, description="vLLM's per-request acceptance figures, when the server reports them")
 
     @model_validator(mode="after")
     def _check(self) -> Request:
@@ -104,6 +132,10 @@ class Request(_Frozen):
                     f"request {self.request_id}: the steps commit {len(committed)} tokens that differ "
                     f"from its {len(self.output_token_ids)} output tokens"
                 )
+        if self.stream_chunks:
+            streamed = [t for c in self.stream_chunks for t in c.token_ids]
+            if streamed != self.output_token_ids:
+                raise ValueError(f"request {self.request_id}: the stream chunks differ from its output tokens")
         engine_steps = [s.engine_step for s in self.steps]
         if engine_steps != sorted(set(engine_steps)):
             raise ValueError(f"request {self.request_id}: engine steps are not strictly increasing")
@@ -126,8 +158,9 @@ class RunMeta(_Frozen):
     vllm_version: str
     platform: str = Field(description="vLLM platform: cpu, rocm, cuda, ... or 'unknown' for a remote server")
     device_name: str = Field(description="e.g. 'AMD Instinct MI300X' or the CPU model")
-    async_scheduling: bool
+    async_scheduling: bool | None = Field(description="None when unknown (an attached server without the tracer)")
     traced: bool = Field(description="True when the server ran the specviz tracer")
+    server_url: str | None = Field(default=None, description="the attached server; None if specviz started it")
     target_model: str
     speculative_config: dict | None = Field(description="as passed to vLLM; None for the baseline")
     method: str | None

@@ -8,15 +8,22 @@ import pandas as pd
 import streamlit as st
 
 from . import charts, render
-from .metrics import Summary, count_acceptance, request_acceptance_length
+from .metrics import Summary, count_acceptance, request_acceptance_length, summarize
 from .trace import Request, Run
 
 
 def provenance(run: Run) -> str:
     m = run.meta
-    spec = f"{m.method} k={m.num_speculative_tokens}" if m.method else "no speculation (baseline)"
+    if m.method:
+        spec = f"{m.method} k={m.num_speculative_tokens}"
+    elif m.speculative_config:  # an attached server that did not say its method
+        spec = f"speculative decoding (method not reported) k={m.num_speculative_tokens}"
+    else:
+        spec = "no speculation (baseline)"
+    where = f" · server {m.server_url}" if m.server_url else ""
     return (f"{spec} · concurrency {m.concurrency} · prompt set '{m.prompt_set}' · max {m.max_tokens} tokens · "
-            f"{m.platform} ({m.device_name}) · vLLM {m.vllm_version} · {m.target_model.rstrip('/').split('/')[-1]}")
+            f"{m.platform} ({m.device_name}) · vLLM {m.vllm_version} · {m.target_model.rstrip('/').split('/')[-1]}"
+            f"{where}")
 
 
 def session_id() -> str:
@@ -49,7 +56,7 @@ def request_view(req: Request, caption: str, *, steps: slice | None = None, char
     if acc.num_drafts:
         right.plotly_chart(charts.acceptance_per_position(acc, caption), key=chart_key, width="stretch")
     if not req.steps:
-        container.info("No per-step records (the server ran without the specviz tracer).")
+        chunks_view(req, container)
         return
     shown = req.steps[steps] if steps else req.steps
     start = (steps.start or 0) if steps else 0
@@ -68,3 +75,75 @@ def per_request_table(run: Run, key: str) -> None:
         "finish": [r.finish_reason for r in run.requests],
     }), key=key, hide_index=True)
 
+
+
+def chunks_view(req: Request, container=st) -> None:
+    """Without the tracer: what the stream itself shows, and vLLM's own per-request figures if sent."""
+    if not req.stream_chunks:
+        container.info("No per-step records: the server ran without the specviz tracer.")
+        return
+    sizes = [len(c.token_ids) for c in req.stream_chunks]
+    container.markdown("**The stream, chunk by chunk** (no tracer: drafts are not visible, but each chunk is "
+                       "one engine step while the client keeps up, so its size is the tokens that step committed)")
+    container.markdown(render.CSS + render.chunks_legend_html(), unsafe_allow_html=True)
+    container.markdown(render.chunks_html(req.stream_chunks), unsafe_allow_html=True)
+    m = req.spec_decode_metrics
+    cols = container.columns(3)
+    cols[0].metric("chunks", len(sizes))
+    cols[1].metric("tokens per chunk", f"{sum(sizes) / len(sizes):.2f}")
+    if m is not None:
+        cols[2].metric("vLLM's mean acceptance length (this request)", f"{m.mean_acceptance_length:.2f}")
+        container.caption(f"vLLM's per-request figures: {m.num_spec_steps} verify steps, "
+                          f"{m.num_accepted_draft_tokens} of {m.num_draft_tokens} drafts accepted; "
+                          f"steps accepting exactly 0..{m.num_spec_tokens} drafts: {m.acceptance_histogram}")
+
+
+def _shown_prompt(req: Request) -> str:
+    text = (req.user_message or req.prompt).strip().replace("\n", " ")
+    return text[:80] + ("…" if len(text) > 80 else "")
+
+
+def recorded_run_view(run: Run) -> None:
+    """A whole recorded run: provenance, metrics, one request's steps (or a step-through), per-request table."""
+    caption = provenance(run)
+    st.caption(caption)
+    if not run.meta.complete:
+        st.warning(f"Incomplete run: {run.meta.incomplete_reason}")
+    metrics_row(summarize(run))
+
+    request_ids = [r.request_id for r in run.requests]
+    rid = st.selectbox("Request", request_ids, key="request_id",
+                       format_func=lambda r: f"{r}: {_shown_prompt(run.requests[request_ids.index(r)])}")
+    req = run.requests[request_ids.index(rid)]
+
+    n = len(req.steps)
+    if n > 0 and st.toggle("Step through (presenter mode)", key="step_through"):
+        step_through(req)
+    else:
+        shown = st.slider("Steps shown", 1, n, (1, min(n, 60)), key="step_range") if n > 1 else (1, 1)
+        request_view(req, caption, steps=slice(shown[0] - 1, shown[1]))
+
+    if len(run.requests) > 1:
+        st.subheader("Per request")
+        per_request_table(run, key="per_request")
+
+
+def step_through(req: Request) -> None:
+    """One step at a time, with previous/next buttons and a slider, for a presenter."""
+    n = len(req.steps)
+    at = st.session_state.setdefault("step_at", 1)
+    prev, slider, nxt = st.columns([1, 8, 1])
+    if prev.button("◀ previous", key="step_prev", disabled=at <= 1):
+        st.session_state.step_at = at - 1
+    if nxt.button("next ▶", key="step_next", disabled=at >= n):
+        st.session_state.step_at = at + 1
+    st.session_state.step_at = min(max(st.session_state.step_at, 1), n)
+    at = slider.slider("step", 1, n, key="step_at")
+    step = req.steps[at - 1]
+    st.markdown(render.CSS, unsafe_allow_html=True)
+    st.markdown(f"##### Step {at} of {n}: {render.step_summary(step)}")
+    st.markdown(f'<div style="font-size:1.6em">{render.step_html(step)}</div>', unsafe_allow_html=True)
+    so_far = req.model_copy(update={"steps": req.steps[:at]})
+    st.markdown("**Output so far**")
+    st.markdown(render.output_html(so_far), unsafe_allow_html=True)
+    st.markdown(render.legend_html(), unsafe_allow_html=True)

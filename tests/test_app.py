@@ -45,9 +45,25 @@ def test_every_sample_run_renders_the_counts_in_its_file(app):
     assert seen == {"accepted", "rejected", "correction", "discarded", "bonus", "plain"}
 
 
-def test_playground_opens_without_an_engine():
-    at = AppTest.from_file("../app.py", default_timeout=60)
-    at.switch_page("pages/playground.py").run()
+def test_playground_opens_on_a_recorded_run_and_offers_every_source(app):
+    assert app.radio(key="pg_source").value == "Recorded run"
+    assert app.radio(key="pg_source").options == ["Recorded run", "Local engine (specviz starts it)",
+                                                  "vLLM server at a URL"]
+
+
+def test_attach_refuses_a_server_that_is_not_there(app):
+    from specviz.engine import free_port
+
+    app.radio(key="pg_source").set_value("vLLM server at a URL").run()
+    app.text_input(key="pg_url").set_value(f"http://127.0.0.1:{free_port()}")
+    app.button(key="pg_connect").click().run()
+    assert not app.exception, app.exception
+    assert any("cannot reach a vLLM server" in e.value for e in app.error)
+
+
+def test_playground_local_engine_controls_without_an_engine(app):
+    at = app
+    at.radio(key="pg_source").set_value("Local engine (specviz starts it)").run()
     assert not at.exception, at.exception
     assert at.text_area(key="pg_prompt").value == "The weather today is"
     assert at.text_input(key="pg_model").value.endswith("SmolLM2-135M-Instruct")

@@ -3,6 +3,8 @@
 import pytest
 from streamlit.testing.v1 import AppTest
 
+LOCAL = "Local engine (specviz starts it)"
+
 from specviz import engine
 from specviz.demo_model import ensure_demo_model
 from specviz.tiny_models import build_tiny_pair
@@ -27,7 +29,8 @@ def _generate(at: AppTest, method: str) -> AppTest:
 
 def test_generate_live_then_compare_with_baseline(tiny_target):
     at = AppTest.from_file("../app.py", default_timeout=600)
-    at.switch_page("pages/playground.py").run()
+    at.run()
+    at.radio(key="pg_source").set_value(LOCAL).run()
     at.text_input(key="pg_model").set_value(tiny_target)
     at.number_input(key="pg_max_tokens").set_value(40)
     at.text_area(key="pg_prompt").set_value("Write a list of colours.")

@@ -1,0 +1,204 @@
+"""Attach to a vLLM server that is already running (this machine or another, e.g. a ROCm box).
+
+    server = attach("http://mi300x-box:8000")            # checks /health, reads /v1/models, /version, /metrics
+    for view in server.views(): print(view.name, view.available, view.why)
+    run = record(server, prompts, prompt_set="chat", concurrency=4, max_tokens=128)   # engine.record
+
+What specviz can show depends on how that server was started, and `views()` says which views
+it has and why the others are missing:
+
+- tokens committed per step, from the stream itself: always (vLLM sends one chunk per engine
+  step while the client keeps up; a client that falls behind gets steps merged into one chunk);
+- vLLM's spec-decode counters from `/metrics`: when the server speculates;
+- per-request acceptance: when it runs with `--per-request-spec-decode-metrics summary|detailed`;
+- the drafts themselves: when it runs the specviz tracer and its trace file is readable here
+  (same machine), so a ROCm user records runs on the ROCm box and opens them anywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+import httpx
+
+from .config import SpecConfig
+from .engine import Provenance, local_device, parse_spec_counters
+from .trace import Run, SpecDecodeCounters
+
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
+
+
+class AttachError(RuntimeError):
+    """The server cannot be used; the message says what to check."""
+
+
+@dataclass(frozen=True)
+class View:
+    name: str
+    available: bool
+    why: str  # how it is known, or what to change to get it
+
+
+@dataclass(eq=False)
+class AttachedServer:
+    """A running vLLM OpenAI-compatible server that specviz did not start (and will not stop)."""
+
+    url: str
+    model: str  # the served model name, as /v1/models lists it
+    model_root: str  # the checkpoint it serves (a path or hub id)
+    vllm_version: str
+    max_model_len: int | None
+    counters: SpecDecodeCounters | None  # at attach time; None when the server does not speculate
+    spec: SpecConfig | None = None  # as the user says the server was started; None if not given
+    trace_path: Path | None = None  # the tracer's SPECVIZ_TRACE_FILE, when this machine can read it
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def trace(self) -> bool:
+        return self.trace_path is not None
+
+    @property
+    def is_local(self) -> bool:
+        return urlparse(self.url).hostname in LOCAL_HOSTS
+
+    @property
+    def num_speculative_tokens(self) -> int | None:
+        """k, from the user's config or from the length of vLLM's per-position counter vector."""
+        if self.spec is not None:
+            return self.spec.num_speculative_tokens
+        if self.counters is not None and self.counters.num_accepted_tokens_per_pos:
+            return len(self.counters.num_accepted_tokens_per_pos)
+        return None
+
+    def alive(self) -> bool:
+        try:
+            return httpx.get(f"{self.url}/health", timeout=5).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def log_tail(self, n: int = 30) -> str:
+        return "(the server's log is on the machine that runs it)"
+
+    def provenance(self) -> Provenance:
+        # A server on this machine runs on this machine's platform; a remote one we cannot see.
+        platform_name, device = local_device() if self.is_local else ("unknown", "unknown (remote server)")
+        return Provenance(platform=platform_name, device_name=device, vllm_version=self.vllm_version,
+                          async_scheduling=False if self.trace else None, server_url=self.url)
+
+    def tokenizer(self):
+        return tokenizer_for(self)
+
+    def speculative_config(self) -> dict | None:
+        """For the run's meta: the user's config, else what /metrics shows (k only), else None (baseline)."""
+        if self.spec is not None:
+            return self.spec.to_vllm()
+        k = self.num_speculative_tokens
+        return {"num_speculative_tokens": k} if k else None
+
+    def views(self, run: Run | None = None) -> list[View]:
+        """What specviz can show for this server; `run` (one recorded from it) tells whether vLLM
+        sent per-request metrics, which the server's endpoints do not say beforehand."""
+        speculating = self.counters is not None
+        per_request = None if run is None else any(r.spec_decode_metrics for r in run.requests)
+        per_request_why = {
+            None: "known after the first request; start vLLM with --per-request-spec-decode-metrics detailed "
+                  "(vLLM 0.32 or newer) to get it",
+            True: "the server reports it on each request's final chunk",
+            False: "the server did not report it: start vLLM with --per-request-spec-decode-metrics detailed "
+                   "(vLLM 0.32 or newer)",
+        }[per_request]
+        if self.trace:
+            drafts_why = f"reading the tracer's records from {self.trace_path}"
+        elif not self.is_local:
+            drafts_why = ("the tracer's records stay on the server's machine: run `python -m specviz record "
+                          "--attach ... --trace-file ...` there and open the run file here")
+        else:
+            drafts_why = ("start vLLM with --scheduler-cls specviz.tracer.TracingScheduler --no-async-scheduling "
+                          "and SPECVIZ_TRACE_FILE=<file>, then attach with that trace file")
+        return [
+            View("tokens committed per step (from the stream)", True,
+                 "vLLM streams one chunk per engine step while the client keeps up"),
+            View("vLLM's spec-decode counters (/metrics)", speculating,
+                 "found on /metrics" if speculating else
+                 "no vllm:spec_decode_* counters on /metrics: the server runs without speculative decoding"),
+            View("per-request acceptance (vLLM's own)", bool(per_request), per_request_why),
+            View("drafts, accepted prefix, correction and discarded tail (specviz tracer)", self.trace, drafts_why),
+        ]
+
+
+def attach(url: str, *, spec: SpecConfig | None = None, trace_file: str | Path | None = None,
+           timeout_s: float = 10) -> AttachedServer:
+    """Check that `url` is a healthy vLLM server and learn what it serves; raise AttachError saying why not."""
+    url = url.strip().rstrip("/")
+    if not urlparse(url).scheme.startswith("http") or not urlparse(url).hostname:
+        raise AttachError(f"{url!r} is not a server URL: use the form http://host:port")
+    trace_path = None
+    if trace_file:
+        trace_path = Path(trace_file)
+        if not trace_path.is_file():
+            raise AttachError(f"trace file {str(trace_path)!r} does not exist on this machine: give the "
+                              "SPECVIZ_TRACE_FILE the server was started with, or leave it empty")
+    try:
+        with httpx.Client(timeout=timeout_s) as client:
+            health = client.get(f"{url}/health")
+            if health.status_code != 200:
+                raise AttachError(f"{url}/health answered HTTP {health.status_code}: the server is not ready")
+            models = client.get(f"{url}/v1/models").json()["data"]
+            version = client.get(f"{url}/version")
+            metrics = client.get(f"{url}/metrics")
+    except httpx.HTTPError as e:
+        raise AttachError(f"cannot reach a vLLM server at {url}: {e}. Is it running, and is the port right?") from e
+    except (KeyError, ValueError, TypeError) as e:
+        raise AttachError(f"{url} answered, but not like a vLLM OpenAI-compatible server ({e})") from e
+    if not models:
+        raise AttachError(f"{url}/v1/models lists no model")
+    first = models[0]
+    counters = parse_spec_counters(metrics.text) if metrics.status_code == 200 else None
+    server = AttachedServer(
+        url=url, model=first["id"], model_root=first.get("root") or first["id"],
+        vllm_version=version.json().get("version", "unknown") if version.status_code == 200 else "unknown",
+        max_model_len=first.get("max_model_len"), counters=counters, spec=spec, trace_path=trace_path,
+    )
+    if spec is not None and counters is None:
+        raise AttachError(f"you gave a speculative config, but {url}/metrics has no spec-decode counters: the "
+                          "server runs without speculative decoding")
+    if trace_path is not None and server.num_speculative_tokens is None and counters is not None:
+        raise AttachError("give the server's speculative config (--spec) to read its trace")
+    return server
+
+
+class ServerTokenizer:
+    """The tokenizer of an attached server, through its /tokenize and /detokenize endpoints.
+
+    Used when the served checkpoint is not on this machine: enough for the chat template and for
+    showing token texts, which is all specviz needs.
+    """
+
+    chat_template = True
+
+    def __init__(self, server: AttachedServer) -> None:
+        self.server = server
+        self._client = httpx.Client(timeout=30)
+
+    def apply_chat_template(self, messages: list[dict], tokenize: bool = False,
+                            add_generation_prompt: bool = True) -> str:
+        r = self._client.post(f"{self.server.url}/tokenize", json={
+            "model": self.server.model, "messages": messages, "add_generation_prompt": add_generation_prompt})
+        r.raise_for_status()
+        return self.decode(r.json()["tokens"])
+
+    def decode(self, token_ids: list[int]) -> str:
+        r = self._client.post(f"{self.server.url}/detokenize", json={"model": self.server.model, "tokens": token_ids})
+        r.raise_for_status()
+        return r.json()["prompt"]
+
+
+def tokenizer_for(server: AttachedServer):
+    """The served checkpoint's own tokenizer when it is on this machine, else the server's endpoints."""
+    if Path(server.model_root).is_dir():
+        from .engine import load_tokenizer
+
+        return load_tokenizer(server.model_root)
+    return ServerTokenizer(server)
