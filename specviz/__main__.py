@@ -29,14 +29,16 @@ def _fail(message: str, code: int = 2) -> int:
 def cmd_record(args: argparse.Namespace) -> int:
     # Everything that can be checked is checked before the engine starts.
     try:
-        spec = SpecConfig.parse(args.spec)
-        if spec is not None:
+        spec = SpecConfig.parse(args.spec) if args.spec else None
+        if spec is not None and not args.attach:
             spec.check_local_paths()
         prompt_set, prompts = load_prompts(args.prompts)
     except (ConfigError, PromptSetError) as e:
         return _fail(str(e))
-    if not Path(args.model).is_dir():
-        return _fail(f"--model {args.model!r} is not a model folder on this machine")
+    if args.attach is None and args.spec is None:
+        return _fail("--spec is required (JSON, or 'none' for the baseline) unless you --attach to a server")
+    if args.attach is None and not (args.model and Path(args.model).is_dir()):
+        return _fail(f"--model {args.model!r} is not a model folder on this machine (or --attach to a server)")
     if args.concurrency < 1 or args.max_tokens < 1:
         return _fail("--concurrency and --max-tokens must be >= 1")
     if args.num_prompts:
@@ -46,22 +48,21 @@ def cmd_record(args: argparse.Namespace) -> int:
 
     from .engine import EngineError, LocalServer, record
 
-    server = LocalServer(model=args.model, spec=spec, port=args.port, dtype=args.dtype,
-                         max_model_len=args.max_model_len, seed=args.seed)
+    if args.attach:
+        from .attach import AttachError, attach
+
+        try:
+            server = attach(args.attach, spec=spec, trace_file=args.trace_file)
+        except AttachError as e:
+            return _fail(str(e))
+        for view in server.views():
+            print(f"{'yes' if view.available else 'no ':<4}{view.name}: {view.why}", file=sys.stderr)
+    else:
+        server = LocalServer(model=args.model, spec=spec, port=args.port, dtype=args.dtype,
+                             max_model_len=args.max_model_len, seed=args.seed)
     try:
-        tty = sys.stderr.isatty()
-        shown = {"at": -10.0}
-
-        def show_start(elapsed_s: float, log_tail: str) -> None:
-            last_line = log_tail.splitlines()[-1] if log_tail else ""
-            if tty:
-                print(f"\rstarting vLLM: {elapsed_s:5.0f} s  {last_line[-90:]:<90}", end="", file=sys.stderr)
-            elif elapsed_s - shown["at"] >= 10:  # a log file gets a line every 10 s, not a redraw
-                shown["at"] = elapsed_s
-                print(f"starting vLLM: {elapsed_s:5.0f} s  {last_line[-120:]}", file=sys.stderr)
-
-        took = server.start(progress=show_start)
-        print(f"{chr(10) if tty else ''}vLLM ready after {took:.1f} s", file=sys.stderr)
+        if isinstance(server, LocalServer):
+            _start_with_progress(server)
         bar = tqdm(total=len(prompts), unit="req", desc="recording", file=sys.stderr)
 
         def done(res) -> None:
@@ -77,7 +78,8 @@ def cmd_record(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return _fail("interrupted; nothing saved", 130)
     finally:
-        server.stop()
+        if isinstance(server, LocalServer):
+            server.stop()
     path = save_run(run, args.out)
     from .metrics import summarize
 
@@ -88,6 +90,21 @@ def cmd_record(args: argparse.Namespace) -> int:
         return _fail(f"run saved INCOMPLETE to {path}: {run.meta.incomplete_reason}", 1)
     return 0
 
+
+def _start_with_progress(server) -> None:
+    tty = sys.stderr.isatty()
+    shown = {"at": -10.0}
+
+    def show_start(elapsed_s: float, log_tail: str) -> None:
+        last_line = log_tail.splitlines()[-1] if log_tail else ""
+        if tty:
+            print(f"\rstarting vLLM: {elapsed_s:5.0f} s  {last_line[-90:]:<90}", end="", file=sys.stderr)
+        elif elapsed_s - shown["at"] >= 10:  # a log file gets a line every 10 s, not a redraw
+            shown["at"] = elapsed_s
+            print(f"starting vLLM: {elapsed_s:5.0f} s  {last_line[-120:]}", file=sys.stderr)
+
+    took = server.start(progress=show_start)
+    print(f"{chr(10) if tty else ''}vLLM ready after {took:.1f} s", file=sys.stderr)
 
 def _int_list(text: str) -> list[int]:
     try:
@@ -194,8 +211,12 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="command", required=True)
 
     r = sub.add_parser("record", help="start vLLM with the tracer, run a prompt set, save the run")
-    r.add_argument("--model", required=True, help="target model folder")
-    r.add_argument("--spec", required=True, help="speculative config as JSON, or 'none' for the baseline")
+    r.add_argument("--model", help="target model folder (not needed with --attach)")
+    r.add_argument("--spec", help="speculative config as JSON, or 'none' for the baseline; with --attach: "
+                                  "the config the server was started with (optional)")
+    r.add_argument("--attach", metavar="URL", help="record from a running vLLM server instead of starting one")
+    r.add_argument("--trace-file", help="with --attach: the SPECVIZ_TRACE_FILE of a server on this machine "
+                                        "that runs the specviz tracer (shows the drafts)")
     r.add_argument("--prompts", required=True, help="builtin:chat|summarize|code|repetitive, or a .txt/.json file")
     r.add_argument("--concurrency", type=int, default=1)
     r.add_argument("--max-tokens", type=int, default=128)
