@@ -38,6 +38,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from . import __version__
 from .config import SpecConfig
+from .platforms import attention_backends_from_log, detect_platform
 
 if TYPE_CHECKING:
     from .attach import AttachedServer
@@ -76,7 +77,14 @@ def local_device() -> tuple[str, str]:
         name = current_platform.device_name
         device = current_platform.get_device_name() if not current_platform.is_cpu() else ""
     except Exception:  # vLLM missing or its platform detection failed: still record what we can
-        name, device = "unknown", ""
+        name, device = None, ""
+    try:
+        import torch
+
+        hip, cuda = getattr(torch.version, "hip", None), getattr(torch.version, "cuda", None)
+    except ImportError:
+        hip = cuda = None
+    name = detect_platform(name, torch_hip=hip, torch_cuda=cuda)
     if not device:
         device = _cpu_model() or py_platform.processor() or py_platform.machine()
     return name, device
@@ -101,6 +109,7 @@ class Provenance:
     vllm_version: str
     async_scheduling: bool | None  # None when it cannot be known
     server_url: str | None = None  # an attached server's URL; None for a server specviz started
+    attention_backends: list[str] = field(default_factory=list)  # as vLLM's log names them, when readable
 
 
 @dataclass(eq=False)  # identity semantics: servers live in a set
@@ -213,8 +222,12 @@ class LocalServer:
     def provenance(self) -> Provenance:
         platform_name, device = local_device()
         # A traced server runs with --no-async-scheduling; the CPU platform forces it off anyway.
+        try:
+            backends = attention_backends_from_log(self.log_path.read_text(errors="replace"))
+        except OSError:
+            backends = []
         return Provenance(platform=platform_name, device_name=device, vllm_version=vllm_version(),
-                          async_scheduling=not self.trace and platform_name != "cpu")
+                          async_scheduling=not self.trace and platform_name != "cpu", attention_backends=backends)
 
     def log_tail(self, n: int = 30) -> str:
         try:
@@ -580,6 +593,7 @@ def build_run(
         async_scheduling=where.async_scheduling,
         traced=server.trace,
         server_url=where.server_url,
+        attention_backends=where.attention_backends,
         target_model=server.model,
         speculative_config=spec_config,
         method=spec_config.get("method") if spec_config else None,

@@ -158,6 +158,7 @@ class RunMeta(_Frozen):
     vllm_version: str
     platform: str = Field(description="vLLM platform: cpu, rocm, cuda, ... or 'unknown' for a remote server")
     device_name: str = Field(description="e.g. 'AMD Instinct MI300X' or the CPU model")
+    attention_backends: list[str] = Field(default_factory=list, description="as vLLM's log names them, if known")
     async_scheduling: bool | None = Field(description="None when unknown (an attached server without the tracer)")
     traced: bool = Field(description="True when the server ran the specviz tracer")
     server_url: str | None = Field(default=None, description="the attached server; None if specviz started it")

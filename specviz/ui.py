@@ -9,6 +9,7 @@ import streamlit as st
 
 from . import charts, render
 from .metrics import Summary, count_acceptance, request_acceptance_length, summarize
+from .platforms import pitfall_hints
 from .trace import Request, Run
 
 
@@ -21,6 +22,8 @@ def provenance(run: Run) -> str:
     else:
         spec = "no speculation (baseline)"
     where = f" · server {m.server_url}" if m.server_url else ""
+    if m.attention_backends:
+        where += f" · attention {', '.join(m.attention_backends)}"
     return (f"{spec} · concurrency {m.concurrency} · prompt set '{m.prompt_set}' · max {m.max_tokens} tokens · "
             f"{m.platform} ({m.device_name}) · vLLM {m.vllm_version} · {m.target_model.rstrip('/').split('/')[-1]}"
             f"{where}")
@@ -109,6 +112,8 @@ def recorded_run_view(run: Run) -> None:
     st.caption(caption)
     if not run.meta.complete:
         st.warning(f"Incomplete run: {run.meta.incomplete_reason}")
+    for hint in pitfall_hints(run):
+        st.warning(f"**Known pitfall — {hint.title}.** {hint.text} Source: {hint.link}")
     metrics_row(summarize(run))
 
     request_ids = [r.request_id for r in run.requests]
