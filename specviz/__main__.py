@@ -5,6 +5,7 @@
     python -m specviz check runs/ngram.json.gz       # validate, print the summary as JSON
     python -m specviz sweep --model PATH --drafter '{"method":"ngram","prompt_lookup_max":4}' \\
         --k 1,2,3,5 --concurrency 1,2,4,8,16 --prompts builtin:code --out sweeps/code
+    python -m specviz methods [--json]               # every drafting method the installed vLLM accepts
     python -m specviz demo-model                     # build the SmolLM2 demo model folder (cached)
     python -m specviz schema --out sample_runs/run.schema.json
 """
@@ -49,10 +50,11 @@ def cmd_record(args: argparse.Namespace) -> int:
     from .engine import EngineError, LocalServer, record
 
     if args.attach:
-        from .attach import AttachError, attach
+        from .attach import AttachError, attach_many
 
         try:
-            server = attach(args.attach, spec=spec, trace_file=args.trace_file)
+            trace_files = args.trace_file.split(",") if args.trace_file else None
+            server = attach_many(args.attach.split(","), spec=spec, trace_files=trace_files)
         except AttachError as e:
             return _fail(str(e))
         for view in server.views():
@@ -185,6 +187,22 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_methods(args: argparse.Namespace) -> int:
+    from .catalog import TrialsFileError, catalog, catalog_json, catalog_table, default_trials, load_trials
+
+    if args.trials:
+        try:
+            trials = load_trials(args.trials)
+        except TrialsFileError as e:
+            return _fail(str(e))
+    else:
+        trials, problem = default_trials()
+        if problem:  # the catalog is still worth printing without the trial results
+            print(f"specviz: trial results ignored: {problem}", file=sys.stderr)
+    print(catalog_json(trials) if args.json else catalog_table(catalog(trials)))
+    return 0
+
+
 def cmd_demo_model(args: argparse.Namespace) -> int:
     from .demo_model import DemoModelError, ensure_demo_model
 
@@ -214,9 +232,11 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--model", help="target model folder (not needed with --attach)")
     r.add_argument("--spec", help="speculative config as JSON, or 'none' for the baseline; with --attach: "
                                   "the config the server was started with (optional)")
-    r.add_argument("--attach", metavar="URL", help="record from a running vLLM server instead of starting one")
-    r.add_argument("--trace-file", help="with --attach: the SPECVIZ_TRACE_FILE of a server on this machine "
-                                        "that runs the specviz tracer (shows the drafts)")
+    r.add_argument("--attach", metavar="URL[,URL...]",
+                   help="record from running vLLM server(s) instead of starting one; several URLs share the "
+                        "requests round-robin")
+    r.add_argument("--trace-file", help="with --attach: the SPECVIZ_TRACE_FILE of each server (comma-separated, "
+                                        "in URL order) when it runs the specviz tracer on this machine")
     r.add_argument("--prompts", required=True, help="builtin:chat|summarize|code|repetitive, or a .txt/.json file")
     r.add_argument("--concurrency", type=int, default=1)
     r.add_argument("--max-tokens", type=int, default=128)
@@ -248,6 +268,12 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("check", help="validate a run file and print its summary as JSON")
     c.add_argument("file")
     c.set_defaults(fn=cmd_check)
+
+    m = sub.add_parser("methods", help="list every drafting method the installed vLLM accepts")
+    m.add_argument("--json", action="store_true", help="print the catalog as JSON")
+    m.add_argument("--trials", default=None,
+                   help="method-trials file to merge (default: sample_runs/method_trials.json if present)")
+    m.set_defaults(fn=cmd_methods)
 
     d = sub.add_parser("demo-model", help="build the SmolLM2-135M-Instruct demo model folder (cached)")
     d.add_argument("--dest", default=None)

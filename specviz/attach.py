@@ -90,6 +90,9 @@ class AttachedServer:
     def tokenizer(self):
         return tokenizer_for(self)
 
+    def members(self) -> list[AttachedServer]:
+        return [self]
+
     def speculative_config(self) -> dict | None:
         """For the run's meta: the user's config, else what /metrics shows (k only), else None (baseline)."""
         if self.spec is not None:
@@ -202,3 +205,89 @@ def tokenizer_for(server: AttachedServer):
 
         return load_tokenizer(server.model_root)
     return ServerTokenizer(server)
+
+
+@dataclass(eq=False)
+class ServerGroup:
+    """Several servers serving the same model (several ROCm nodes, or replicas behind no router):
+    a run sends its requests to them round-robin and adds up their counters.
+
+    Each member is attached on its own, so each keeps its own views and trace file.
+    """
+
+    servers: list[AttachedServer]
+
+    def members(self) -> list[AttachedServer]:
+        return self.servers
+
+    @property
+    def url(self) -> str:
+        return ",".join(s.url for s in self.servers)
+
+    @property
+    def model(self) -> str:
+        return self.servers[0].model
+
+    @property
+    def trace(self) -> bool:
+        return self.servers[0].trace  # all members alike: attach_many checks
+
+    @property
+    def spec(self) -> SpecConfig | None:
+        return self.servers[0].spec
+
+    def tokenizer(self):
+        return self.servers[0].tokenizer()
+
+    def speculative_config(self) -> dict | None:
+        return self.servers[0].speculative_config()
+
+    def alive(self) -> bool:
+        return all(s.alive() for s in self.servers)
+
+    def log_tail(self, n: int = 30) -> str:
+        return self.servers[0].log_tail(n)
+
+    def views(self, run: Run | None = None) -> list[View]:
+        return self.servers[0].views(run)
+
+    def provenance(self) -> Provenance:
+        each = [s.provenance() for s in self.servers]
+
+        def agreed(values: list[str]) -> str:
+            return values[0] if len(set(values)) == 1 else " / ".join(dict.fromkeys(values))
+
+        return Provenance(platform=agreed([p.platform for p in each]), device_name=agreed([p.device_name for p in each]),
+                          vllm_version=agreed([p.vllm_version for p in each]),
+                          async_scheduling=each[0].async_scheduling, server_url=self.url)
+
+
+def attach_many(urls: list[str], *, spec: SpecConfig | None = None,
+                trace_files: list[str | Path | None] | None = None) -> AttachedServer | ServerGroup:
+    """attach() each URL; one URL gives that server, several give a ServerGroup.
+
+    Refuses members that serve different models or speculate differently (k), and a mix of traced
+    and untraced members, since the run's figures would then mix unlike things.
+    """
+    urls = [u.strip().rstrip("/") for u in urls if u.strip()]
+    if not urls:
+        raise AttachError("no server URL given")
+    if len(set(urls)) != len(urls):
+        raise AttachError("a server URL is given twice: its counters would be counted twice")
+    trace_files = trace_files or [None] * len(urls)
+    if len(trace_files) != len(urls):
+        raise AttachError(f"{len(urls)} URLs but {len(trace_files)} trace files: give one per server, or none")
+    servers = [attach(u, spec=spec, trace_file=t) for u, t in zip(urls, trace_files)]
+    if len(servers) == 1:
+        return servers[0]
+    first = servers[0]
+    for s in servers[1:]:
+        if s.model != first.model:
+            raise AttachError(f"{s.url} serves {s.model!r} but {first.url} serves {first.model!r}: "
+                              "a run's servers must serve the same model")
+        if s.num_speculative_tokens != first.num_speculative_tokens:
+            raise AttachError(f"{s.url} drafts k={s.num_speculative_tokens} but {first.url} drafts "
+                              f"k={first.num_speculative_tokens}: start them with the same speculative config")
+        if s.trace != first.trace:
+            raise AttachError("give a trace file for every server or for none")
+    return ServerGroup(servers)

@@ -216,6 +216,9 @@ class LocalServer:
     def tokenizer(self):
         return load_tokenizer(self.model)
 
+    def members(self) -> list[LocalServer]:
+        return [self]
+
     def speculative_config(self) -> dict | None:
         return self.spec.to_vllm() if self.spec else None
 
@@ -326,6 +329,21 @@ def scrape_spec_counters(url: str) -> SpecDecodeCounters | None:
     r = httpx.get(f"{url}/metrics", timeout=10)
     r.raise_for_status()
     return parse_spec_counters(r.text)
+
+
+def sum_counters(counters: list[SpecDecodeCounters | None]) -> SpecDecodeCounters | None:
+    """Counters of several servers added up; None if none of them speculates."""
+    present = [c for c in counters if c is not None]
+    if not present:
+        return None
+    width = max(len(c.num_accepted_tokens_per_pos) for c in present)
+    return SpecDecodeCounters(
+        num_drafts=sum(c.num_drafts for c in present),
+        num_draft_tokens=sum(c.num_draft_tokens for c in present),
+        num_accepted_tokens=sum(c.num_accepted_tokens for c in present),
+        num_accepted_tokens_per_pos=[sum(c.num_accepted_tokens_per_pos[j] for c in present
+                                         if j < len(c.num_accepted_tokens_per_pos)) for j in range(width)],
+    )
 
 
 def counters_delta(before: SpecDecodeCounters | None, after: SpecDecodeCounters | None) -> SpecDecodeCounters | None:
@@ -522,20 +540,23 @@ def record(
     sampling = {"max_tokens": max_tokens, "temperature": temperature, "top_p": 1.0, "seed": seed}
     run_id = uuid.uuid4().hex[:12]
     request_ids = [f"{run_id}-{i}" for i in range(len(texts))]
-    reader = TraceReader(server.trace_path, from_end=True) if server.trace else None
+    members = server.members()  # one server, or several behind one workflow (requests go round-robin)
+    readers = [TraceReader(m.trace_path, from_end=True) for m in members if m.trace]
     lock = threading.Lock()
 
     with httpx.Client(timeout=httpx.Timeout(None, connect=10.0),
                       limits=httpx.Limits(max_connections=concurrency + 2)) as client:
         if warmup:
-            stream_completion(client, server.url, server.model, texts[0], f"warmup-{run_id}",
-                              sampling | {"max_tokens": min(8, max_tokens)})
-        if reader:
+            for j, m in enumerate(members):
+                stream_completion(client, m.url, m.model, texts[0], f"warmup-{run_id}-{j}",
+                                  sampling | {"max_tokens": min(8, max_tokens)})
+        for reader in readers:
             reader.read_new()  # skip the warm-up's records
-        before = _try(lambda: scrape_spec_counters(server.url))
+        before = _try(lambda: sum_counters([scrape_spec_counters(m.url) for m in members]))
 
         def one(i: int) -> StreamResult:
-            res = stream_completion(client, server.url, server.model, texts[i], request_ids[i], sampling)
+            m = members[i % len(members)]
+            res = stream_completion(client, m.url, m.model, texts[i], request_ids[i], sampling)
             if on_request_done:
                 with lock:
                     on_request_done(res)
@@ -543,10 +564,11 @@ def record(
 
         with ThreadPoolExecutor(max_workers=concurrency) as pool:
             results = list(pool.map(one, range(len(texts))))
-        after = _try(lambda: scrape_spec_counters(server.url)) if server.alive() else None
+        after = _try(lambda: sum_counters([scrape_spec_counters(m.url) for m in members])) if server.alive() else None
 
     # The tracer writes a step before its tokens reach the client, so by now every step is on disk.
-    steps = steps_by_request(reader.read_new(), request_ids, token_decoder(tokenizer)) if reader else {}
+    records = [rec for reader in readers for rec in reader.read_new()]
+    steps = steps_by_request(records, request_ids, token_decoder(tokenizer)) if readers else {}
     errors = [r.error for r in results if r.error]
     reason = None
     if errors or not server.alive():

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from specviz.attach import AttachError, attach
+from specviz.attach import AttachError, attach, attach_many
 from specviz.config import SpecConfig
 from specviz.engine import LocalServer, record
 from specviz.metrics import summarize
@@ -86,3 +86,21 @@ def test_attach_refuses_bad_input_with_the_reason(running_server, tmp_path):
         attach("mi300x-box:8000")
     with pytest.raises(AttachError, match="does not exist on this machine"):
         attach(running_server.url, trace_file=tmp_path / "nope.jsonl")
+
+
+def test_a_run_over_two_servers_splits_the_requests_and_adds_their_counters(running_server):
+    second = LocalServer(model=running_server.model, spec=SpecConfig.from_dict(SPEC), dtype="float32")
+    second.start()
+    try:
+        group = attach_many([running_server.url, second.url], spec=SpecConfig.from_dict(SPEC),
+                            trace_files=[running_server.trace_path, second.trace_path])
+        run = record(group, ["Write a list of colours.", "Name some animals.", "Count to ten.", "Say hi."],
+                     prompt_set="unit", concurrency=2, max_tokens=24)
+    finally:
+        second.stop()
+    assert run.meta.complete and run.meta.server_url == f"{running_server.url},{second.url}"
+    assert all(r.steps for r in run.requests)  # each request's steps came from its own server's trace
+    s = summarize(run)
+    assert s.counters_match is True and s.num_drafts == run.meta.vllm_counters.num_drafts
+    with pytest.raises(AttachError, match="given twice"):
+        attach_many([running_server.url, running_server.url])
