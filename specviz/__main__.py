@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -61,7 +62,8 @@ def cmd_record(args: argparse.Namespace) -> int:
             print(f"{'yes' if view.available else 'no ':<4}{view.name}: {view.why}", file=sys.stderr)
     else:
         server = LocalServer(model=args.model, spec=spec, port=args.port, dtype=args.dtype,
-                             max_model_len=args.max_model_len, seed=args.seed)
+                             max_model_len=args.max_model_len, seed=args.seed,
+                             extra_args=shlex.split(args.vllm_args))
     try:
         if isinstance(server, LocalServer):
             _start_with_progress(server)
@@ -128,7 +130,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     try:
         grid = SweepGrid(target_model=args.model, drafters=drafters, num_speculative_tokens=args.k,
                          concurrencies=args.concurrency, prompts=args.prompts, num_requests=args.num_requests,
-                         max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed, dtype=args.dtype)
+                         max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed, dtype=args.dtype,
+                         vllm_args=shlex.split(args.vllm_args))
         check_grid(grid)  # before any engine starts
     except ValidationError as e:
         return _fail(f"bad sweep: {e.errors()[0]['msg']}")
@@ -248,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--max-model-len", type=int, default=2048)
     r.add_argument("--port", type=int, default=None, help="default: a free port")
     r.add_argument("--no-chat-template", action="store_true", help="send prompts as raw text")
+    r.add_argument("--vllm-args", default="", help="more arguments for the vLLM server specviz starts, e.g. "
+                                                   "'--tensor-parallel-size 4 --gpu-memory-utilization 0.9'")
     r.set_defaults(fn=cmd_record)
 
     w = sub.add_parser("sweep", help="measure drafters x k x concurrency against the baseline; resumable")
@@ -263,6 +268,8 @@ def main(argv: list[str] | None = None) -> int:
     w.add_argument("--seed", type=int, default=0)
     w.add_argument("--dtype", default="auto")
     w.add_argument("--out", required=True, help="folder for sweep.json, sweep.csv and the cells' runs")
+    w.add_argument("--vllm-args", default="", help="more arguments for every vLLM server of the sweep, e.g. "
+                                                   "'--tensor-parallel-size 4'")
     w.set_defaults(fn=cmd_sweep)
 
     c = sub.add_parser("check", help="validate a run file and print its summary as JSON")

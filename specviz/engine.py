@@ -149,8 +149,9 @@ class LocalServer:
             "--dtype", self.dtype,
             "--max-model-len", str(self.max_model_len),
             "--seed", str(self.seed),
-            "--enforce-eager",
         ]
+        if local_device()[0] == "cpu":  # no graphs to capture on CPU; eager starts faster
+            cmd.append("--enforce-eager")
         if self.spec is not None:
             cmd += ["--speculative-config", json.dumps(self.spec.to_vllm())]
         if self.trace:

@@ -74,6 +74,7 @@ class SweepGrid(_Frozen):
     temperature: float = 0.0
     seed: int = 0
     dtype: str = "auto"
+    vllm_args: list[str] = Field(default_factory=list, description="more server arguments, e.g. --tensor-parallel-size 4")
 
     @model_validator(mode="after")
     def _check(self) -> SweepGrid:
@@ -270,7 +271,8 @@ def run_sweep(
             continue
         if on_engine:
             on_engine(label, spec)
-        with LocalServer(model=grid.target_model, spec=spec, dtype=grid.dtype, seed=grid.seed) as server:
+        with LocalServer(model=grid.target_model, spec=spec, dtype=grid.dtype, seed=grid.seed,
+                         extra_args=grid.vllm_args) as server:
             ready_s = server.start(progress=start_progress)
             for c in todo:
                 # Warm up at this batch size first: the first steps of a new shape are slow.

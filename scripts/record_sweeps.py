@@ -1,0 +1,41 @@
+"""Record the sample sweeps in sample_runs/sweeps/ with the SmolLM2 demo model on this machine.
+
+    .venv/bin/python scripts/record_sweeps.py            # resumes where an interrupted recording stopped
+
+Each sweep is what `python -m specviz sweep` records (the command for each is printed first), so a
+user reproduces one on their own server with that command. Run it on a quiet machine: the figures
+are throughput measurements.
+"""
+
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from specviz.demo_model import ensure_demo_model  # noqa: E402
+
+NGRAM_2_4 = {"method": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 4}
+NGRAM_1_2 = {"method": "ngram", "prompt_lookup_min": 1, "prompt_lookup_max": 2}
+SWEEPS = {
+    "smollm2-code": dict(prompts="builtin:code", drafters=[NGRAM_2_4, NGRAM_1_2], k="1,2,3,5"),
+    "smollm2-chat": dict(prompts="builtin:chat", drafters=[NGRAM_2_4], k="1,3,5"),
+}
+COMMON = ["--concurrency", "1,2,4,8,16", "--num-requests", "16", "--max-tokens", "64", "--dtype", "bfloat16"]
+
+
+def main() -> None:
+    model = str(ensure_demo_model().relative_to(ROOT))
+    for name, s in SWEEPS.items():
+        cmd = [sys.executable, "-m", "specviz", "sweep", "--model", model, "--prompts", s["prompts"], "--k", s["k"],
+               *[a for d in s["drafters"] for a in ("--drafter", json.dumps(d))], *COMMON,
+               "--out", f"sample_runs/sweeps/{name}"]
+        print("$ " + shlex.join(["python", *cmd[1:]]), flush=True)
+        subprocess.run(cmd, cwd=ROOT, check=True)
+
+
+if __name__ == "__main__":
+    main()
