@@ -21,3 +21,464 @@ def acceptance_per_position(acc: Acceptance, caption: str) -> go.Figure:
         yaxis_range=[0, 1.1], height=300, margin=dict(t=60, b=40, l=40, r=10),
     )
     return fig
+
+
+# ---- throughput ----------------------------------------------------------------------------------
+# Figures of a sweep table (specviz.sweep.sweep_table: one row per measured cell). Each builder takes
+# the cells of one prompt set; every figure carries its provenance in its subtitle, and CPU figures
+# say plainly that they are CPU figures.
+
+import math  # noqa: E402
+
+import pandas as pd  # noqa: E402
+
+from .references import Reference  # noqa: E402
+from .sweep import BASELINE  # noqa: E402
+
+_BASELINE_STYLE = dict(color="#7f7f7f", dash="dash", width=2)
+_REFERENCE_STYLE = dict(color="#444444", dash="dot", width=2)
+
+
+def _present(value) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
+def _distinct(values) -> list:
+    out: list = []
+    for v in values:
+        if _present(v) and v not in out:
+            out.append(v)
+    return out
+
+
+def _k(value) -> int | None:
+    return int(value) if _present(value) else None
+
+
+def _floats(values) -> list[float | None]:
+    return [float(v) if _present(v) else None for v in values]
+
+
+def drafters(table: pd.DataFrame) -> list[str]:
+    """The drafters of a sweep table in order of appearance, without the baseline."""
+    return [d for d in _distinct(table["drafter"]) if d != BASELINE]
+
+
+def config_label(drafter: str, k) -> str:
+    k = _k(k)
+    return drafter if k is None else f"{drafter} k={k}"
+
+
+def sweep_caption(table: pd.DataFrame, *, concurrency: int | None = None, model: str | None = None) -> str:
+    """Provenance of the cells a figure shows: what was run, on what, with which vLLM.
+
+    "CPU figures, not GPU figures · concurrency 4 · prompt set 'code' · max 48 output tokens ·
+     8 requests per cell · cpu (AMD EPYC) · vLLM 0.32.0 · SmolLM2-135M-Instruct"
+    """
+    rows = table if concurrency is None else table[table["concurrency"] == concurrency]
+
+    def join(column: str, fmt=str) -> str:
+        values = _distinct(rows[column])
+        return ", ".join(fmt(v) for v in sorted(values)) or "–"
+
+    platforms = [str(p).lower() for p in _distinct(rows["platform"])]
+    hardware = ", ".join(f"{p} ({d})" for p, d in _distinct(zip(rows["platform"], rows["device_name"]))) or "–"
+    parts = ["CPU figures, not GPU figures"] if platforms and all(p == "cpu" for p in platforms) else []
+    parts += [
+        f"concurrency {join('concurrency', lambda c: str(int(c)))}",
+        f"prompt set {join('prompt_set', lambda p: repr(str(p)))}",
+        f"max {join('max_tokens', lambda n: str(int(n)))} output tokens",
+        f"{join('num_requests', lambda n: str(int(n)))} requests per cell",
+        hardware,
+        f"vLLM {join('vllm_version')}",
+    ]
+    if model:
+        parts.append(str(model).rstrip("/").split("/")[-1])
+    return " · ".join(parts)
+
+
+def _title(title: str, caption: str, width: int = 100) -> dict:
+    """Title with the caption below it, broken at a ' · ' into lines of about `width` characters."""
+    lines, line = [], ""
+    for part in caption.split(" · "):
+        if line and len(line) + 3 + len(part) > width:
+            lines.append(line)
+            line = part
+        else:
+            line = f"{line} · {part}" if line else part
+    lines.append(line)
+    return dict(text=title + "".join(f"<br><sup>{ln}</sup>" for ln in lines), x=0, xanchor="left",
+                xref="paper", y=1, yref="container", yanchor="top", pad=dict(t=12))
+
+
+def _layout(fig: go.Figure, title: str, caption: str, **layout) -> go.Figure:
+    title = _title(title, caption)
+    n_lines = title["text"].count("<br>")
+    fig.update_layout(
+        title=title, height=layout.pop("height", 380) + 18 * n_lines,
+        margin=dict(t=48 + 18 * n_lines, b=40, l=50, r=10),
+        legend=dict(orientation="h", yanchor="top", y=-0.18, xanchor="left", x=0),
+        **layout,
+    )
+    return fig
+
+
+def _concurrency_axis(concurrencies: list[int]) -> dict:
+    """Log scale when concurrencies span 8x or more (1, 4, 16, 64), with a tick at each measured one."""
+    concurrencies = sorted(concurrencies)
+    log = len(concurrencies) > 1 and concurrencies[-1] / concurrencies[0] >= 8
+    return dict(title_text="concurrency (requests in flight)", type="log" if log else "linear",
+                tickvals=concurrencies, ticktext=[str(c) for c in concurrencies])
+
+
+def _cells(table: pd.DataFrame, drafter: str, k=None, concurrency: int | None = None) -> pd.DataFrame:
+    rows = table[table["drafter"] == drafter]
+    if k is not None:
+        rows = rows[rows["num_speculative_tokens"] == k]
+    if concurrency is not None:
+        rows = rows[rows["concurrency"] == concurrency]
+    return rows
+
+
+def best_k_rows(table: pd.DataFrame, drafter: str) -> pd.DataFrame:
+    """For one drafter, the cell with the highest speedup at each concurrency (cells without one skipped)."""
+    rows = _cells(table, drafter)
+    rows = rows[rows["speedup"].notna()]
+    if rows.empty:
+        return rows
+    return rows.loc[rows.groupby("concurrency")["speedup"].idxmax()].sort_values("concurrency")
+
+
+def breakeven_concurrency(table: pd.DataFrame, drafter: str, k: int | None = None) -> int | None:
+    """The lowest measured concurrency from which drafting stops paying (speedup < 1 there and at every
+    higher measured concurrency); None while it still pays at the highest one measured.
+
+    k=None takes the best k at each concurrency: drafting stops paying when no k beats the baseline.
+    Speedups 1.5, 1.2, 0.9, 0.8 at concurrency 1, 4, 16, 64 -> 16; 1.5, 0.9, 1.1 at 1, 4, 16 -> None.
+    Cells without a speedup (no baseline at their concurrency) are left out.
+    """
+    if k is None:
+        rows = best_k_rows(table, drafter)
+    else:
+        rows = _cells(table, drafter, k)
+        rows = rows[rows["speedup"].notna()].sort_values("concurrency")
+    points = [(int(c), float(s)) for c, s in zip(rows["concurrency"], rows["speedup"])]
+    found = None
+    for c, s in reversed(points):
+        if s >= 1:
+            break
+        found = c
+    return found
+
+
+def throughput_vs_k(table: pd.DataFrame, concurrency: int, caption: str) -> go.Figure:
+    """Output tokens/s against num_speculative_tokens, one line per drafter, the baseline as a level line."""
+    rows = table[table["concurrency"] == concurrency]
+    ks = sorted({int(k) for k in rows["num_speculative_tokens"] if _present(k)})
+    fig = go.Figure()
+    for d in drafters(rows):
+        r = _cells(rows, d).sort_values("num_speculative_tokens")
+        fig.add_trace(go.Scatter(
+            x=[_k(k) for k in r["num_speculative_tokens"]], y=_floats(r["output_tokens_per_s"]),
+            mode="lines+markers", name=d, meta=dict(role="measured", drafter=d, concurrency=concurrency),
+            hovertemplate=f"{d}<br>k=%{{x}}: %{{y:.1f}} output tokens/s<extra></extra>",
+        ))
+    base = _cells(rows, BASELINE)
+    if not base.empty and ks:
+        b = float(base["output_tokens_per_s"].iloc[0])
+        fig.add_trace(go.Scatter(
+            x=[ks[0] - 0.4, ks[-1] + 0.4], y=[b, b], mode="lines", line=_BASELINE_STYLE,
+            name=f"baseline, no drafting ({b:.1f} tokens/s)", meta=dict(role="baseline", concurrency=concurrency),
+            hovertemplate=f"baseline: {b:.1f} output tokens/s<extra></extra>",
+        ))
+    return _layout(fig, f"Throughput vs num_speculative_tokens at concurrency {concurrency}", caption,
+                   xaxis=dict(title_text="num_speculative_tokens (k)", tickvals=ks),
+                   yaxis=dict(title_text="output tokens/s", rangemode="tozero"))
+
+
+def speedup_vs_concurrency(table: pd.DataFrame, caption: str, *, best_k: bool = False) -> go.Figure:
+    """Speedup over the baseline at the same concurrency, per drafter and k (or each drafter's best k).
+
+    A dashed line marks 1 (the baseline); each drafter's break-even concurrency (breakeven_concurrency,
+    best k) is annotated where its best k falls below 1 for good.
+    """
+    concurrencies = sorted(int(c) for c in _distinct(table["concurrency"]))
+    axis = _concurrency_axis(concurrencies)
+    fig = go.Figure()
+    for d in drafters(table):
+        if best_k:
+            r = best_k_rows(table, d)
+            fig.add_trace(go.Scatter(
+                x=[int(c) for c in r["concurrency"]], y=_floats(r["speedup"]), mode="lines+markers+text",
+                text=[f"k={_k(k)}" for k in r["num_speculative_tokens"]], textposition="top center",
+                name=f"{d} (best k)", meta=dict(role="measured", drafter=d, k="best"),
+                hovertemplate=f"{d} %{{text}}<br>concurrency %{{x}}: %{{y:.2f}}x<extra></extra>",
+            ))
+        else:
+            for k in sorted({int(k) for k in _cells(table, d)["num_speculative_tokens"] if _present(k)}):
+                r = _cells(table, d, k)
+                r = r[r["speedup"].notna()].sort_values("concurrency")
+                fig.add_trace(go.Scatter(
+                    x=[int(c) for c in r["concurrency"]], y=_floats(r["speedup"]), mode="lines+markers",
+                    name=config_label(d, k), meta=dict(role="measured", drafter=d, k=k),
+                    hovertemplate=f"{config_label(d, k)}<br>concurrency %{{x}}: %{{y:.2f}}x<extra></extra>",
+                ))
+        c = breakeven_concurrency(table, d)
+        if c is not None:
+            best = best_k_rows(table, d)
+            y = float(best.loc[best["concurrency"] == c, "speedup"].iloc[0])
+            fig.add_annotation(
+                x=math.log10(c) if axis["type"] == "log" else c, y=y, ax=0, ay=-40, showarrow=True, arrowhead=2,
+                text=f"{d}: no k pays from concurrency {c}", font=dict(size=11), name=f"breakeven {d}",
+            )
+    fig.add_hline(y=1, line=_BASELINE_STYLE, annotation_text="baseline (1x)", annotation_position="bottom left")
+    return _layout(fig, "Speedup over the baseline vs concurrency" + (" (best k)" if best_k else ""), caption,
+                   xaxis=axis, yaxis=dict(title_text="speedup (output tokens/s ÷ baseline's)", rangemode="tozero"))
+
+
+def acceptance_length_vs_k(table: pd.DataFrame, concurrency: int, caption: str) -> go.Figure:
+    """Mean acceptance length (1 + accepted / drafts) against k, one line per drafter; k + 1 is the ceiling."""
+    rows = table[table["concurrency"] == concurrency]
+    ks = sorted({int(k) for k in rows["num_speculative_tokens"] if _present(k)})
+    fig = go.Figure()
+    for d in drafters(rows):
+        r = _cells(rows, d).sort_values("num_speculative_tokens")
+        r = r[r["mean_acceptance_length"].notna()]
+        fig.add_trace(go.Scatter(
+            x=[_k(k) for k in r["num_speculative_tokens"]], y=_floats(r["mean_acceptance_length"]),
+            mode="lines+markers", name=d, meta=dict(role="measured", drafter=d, concurrency=concurrency),
+            hovertemplate=f"{d}<br>k=%{{x}}: %{{y:.2f}} tokens per target pass<extra></extra>",
+        ))
+    if ks:
+        fig.add_trace(go.Scatter(
+            x=ks, y=[k + 1.0 for k in ks], mode="lines", line=dict(color="#bbbbbb", dash="dot"),
+            name="ceiling: every draft accepted (k + 1)", meta=dict(role="bound"), hoverinfo="skip",
+        ))
+    return _layout(fig, f"Mean acceptance length vs num_speculative_tokens at concurrency {concurrency}", caption,
+                   xaxis=dict(title_text="num_speculative_tokens (k)", tickvals=ks),
+                   yaxis=dict(title_text="tokens per target pass", rangemode="tozero"))
+
+
+def acceptance_per_position_vs_reference(rates: list[float], label: str, caption: str,
+                                         reference: Reference | None = None) -> go.Figure:
+    """Measured acceptance per draft position as bars; a published reference, if given, as a separate
+    dotted line whose legend says it was not measured here, with its source under the chart."""
+    fig = go.Figure(go.Bar(
+        x=list(range(1, len(rates) + 1)), y=[float(r) for r in rates], name=f"measured here: {label}",
+        text=[f"{r:.0%}" for r in rates], textposition="outside", meta=dict(role="measured"),
+        hovertemplate="draft position %{x}: %{y:.1%} accepted<extra></extra>",
+    ))
+    n = len(rates)
+    if reference is not None and reference.acceptance_rate_per_pos:
+        ref = reference.acceptance_rate_per_pos
+        n = max(n, len(ref))
+        src = reference.source
+        fig.add_trace(go.Scatter(
+            x=list(range(1, len(ref) + 1)), y=list(ref), mode="lines+markers",
+            line=_REFERENCE_STYLE, marker=dict(symbol="diamond-open", size=10, color=_REFERENCE_STYLE["color"]),
+            name=reference.legend_name(),
+            meta=dict(role="reference", key=reference.key, source=src.citation(), url=src.url),
+            hovertemplate=f"published: position %{{x}} about %{{y:.0%}}<br>{reference.label}<extra></extra>",
+        ))
+        cite = f"Reference: {src.citation()}" + (f" ({src.url})" if src.url else "")
+        fig.add_annotation(
+            text=f"{cite}<br>{reference.target_model}, {reference.benchmark}, {reference.hardware}",
+            xref="paper", yref="paper", x=0, y=-0.42, xanchor="left", yanchor="top", showarrow=False,
+            align="left", font=dict(size=10, color=_REFERENCE_STYLE["color"]), name="reference source",
+        )
+    fig = _layout(fig, f"Acceptance per draft position: {label}", caption,
+                  xaxis=dict(title_text="draft position", tickvals=list(range(1, n + 1))),
+                  yaxis=dict(title_text="accepted (share of drafted steps)", tickformat=".0%", range=[0, 1.1]),
+                  height=420 if reference is not None else 380)
+    if reference is not None:
+        fig.update_layout(margin=dict(b=130))
+    return fig
+
+
+def latency_vs_throughput(table: pd.DataFrame, caption: str) -> go.Figure:
+    """One point per cell: time per output token (p50) against output tokens/s.
+
+    One trace per configuration (the baseline, each drafter at each k), points labelled by concurrency
+    and joined in concurrency order, so a line shows how a configuration trades latency for throughput.
+    """
+    fig = go.Figure()
+    configs = [(BASELINE, None)] + [(d, k) for d in drafters(table) for k in
+                                    sorted({_k(k) for k in _cells(table, d)["num_speculative_tokens"] if _present(k)})]
+    for d, k in configs:
+        r = _cells(table, d, k)
+        r = r[r["time_per_output_token_s_p50"].notna()].sort_values("concurrency")
+        if r.empty:
+            continue
+        name = config_label(d, k)
+        fig.add_trace(go.Scatter(
+            x=_floats(r["output_tokens_per_s"]), y=[v * 1000 for v in _floats(r["time_per_output_token_s_p50"])],
+            mode="lines+markers+text", text=[f"c={int(c)}" for c in r["concurrency"]], textposition="top center",
+            name=name, marker=dict(size=9, symbol="square" if d == BASELINE else "circle"),
+            line=dict(width=1, dash="dot", color=_BASELINE_STYLE["color"]) if d == BASELINE else dict(width=1),
+            meta=dict(role="measured", drafter=d, k=k),
+            hovertemplate=f"{name} %{{text}}<br>%{{x:.1f}} output tokens/s<br>%{{y:.1f}} ms per output token (p50)"
+                          "<extra></extra>",
+        ))
+    return _layout(fig, "Latency vs throughput (one point per cell)", caption,
+                   xaxis=dict(title_text="output tokens/s (all requests)", rangemode="tozero"),
+                   yaxis=dict(title_text="time per output token, p50 (ms)", rangemode="tozero"))
+
+
+def acceptance_by_prompt_set(table: pd.DataFrame, caption: str) -> go.Figure:
+    """Mean acceptance length per drafter and k (averaged over concurrencies), one bar group per prompt set."""
+    rows = table[(table["drafter"] != BASELINE) & table["mean_acceptance_length"].notna()]
+    configs = _distinct(config_label(d, k) for d, k in zip(rows["drafter"], rows["num_speculative_tokens"]))
+    fig = go.Figure()
+    for ps in _distinct(rows["prompt_set"]):
+        r = rows[rows["prompt_set"] == ps]
+        means = {}
+        for (d, k), g in r.groupby(["drafter", "num_speculative_tokens"], sort=False):
+            means[config_label(d, k)] = float(g["mean_acceptance_length"].mean())
+        fig.add_trace(go.Bar(
+            x=[c for c in configs if c in means], y=[means[c] for c in configs if c in means], name=str(ps),
+            meta=dict(role="measured", prompt_set=str(ps)),
+            hovertemplate=f"prompt set '{ps}'<br>%{{x}}: %{{y:.2f}} tokens per target pass<extra></extra>",
+        ))
+    return _layout(fig, "Mean acceptance length by prompt set (mean over concurrencies)", caption,
+                   barmode="group", xaxis=dict(title_text="drafter and k"),
+                   yaxis=dict(title_text="tokens per target pass", rangemode="tozero"))
+
+
+# ---- tuning --------------------------------------------------------------------------------------
+# Figures of a specviz.tuning.Prediction: predicted lines over k per concurrency, the measured sweep
+# cells drawn over them as markers labelled with the prediction's gap, so a miss is shown, not hidden.
+
+import plotly.colors  # noqa: E402
+
+from .tuning import Prediction  # noqa: E402
+
+
+def _tuning_color(i: int) -> str:
+    palette = plotly.colors.qualitative.Plotly
+    return palette[i % len(palette)]
+
+
+def _gap_text(err: float | None) -> str:
+    return "" if err is None else f"{err:+.0%}"
+
+
+def _tuning_layout(fig: go.Figure, title: str, caption: str, **layout) -> go.Figure:
+    """The sweep figures' layout, with room below the axis for the longer legend."""
+    fig = _layout(fig, title, caption, **layout)
+    fig.update_layout(legend=dict(y=-0.22))
+    return fig
+
+
+def tuning_throughput(pred: Prediction, caption: str, k: int | None = None) -> go.Figure:
+    """Predicted output tokens/s vs k (0 = baseline) per concurrency; measured cells as markers with the gap.
+
+    Each measured marker is labelled with (predicted - measured) / measured where k was predicted; the
+    cells the prediction was made from are open diamonds. A dotted segment joins prediction and
+    measurement, a star marks the recommended k, a vertical line the chosen k.
+    """
+    fig = go.Figure()
+    recommended = {r.concurrency: r for r in pred.recommend()}
+    for i, c in enumerate(pred.concurrencies):
+        color = _tuning_color(i)
+        rows = [r for r in pred.rows if r.concurrency == c]
+        if rows:
+            fig.add_trace(go.Scatter(
+                x=[r.num_speculative_tokens for r in rows], y=[r.output_tokens_per_s for r in rows],
+                mode="lines", line=dict(color=color, width=2), name=f"concurrency {c}: predicted",
+                meta=dict(role="predicted", concurrency=c),
+                customdata=[[r.tokens_per_step, r.engine_step_time_s * 1000, r.speedup] for r in rows],
+                hovertemplate=(f"concurrency {c}, k=%{{x}}: %{{y:.1f}} output tokens/s predicted<br>"
+                               "%{customdata[0]:.2f} tokens per target pass, step %{customdata[1]:.1f} ms, "
+                               "%{customdata[2]:.2f}x<extra></extra>"),
+            ))
+        measured = [m for m in pred.measured if m.concurrency == c]
+        if measured:
+            fig.add_trace(go.Scatter(
+                x=[m.num_speculative_tokens for m in measured], y=[m.output_tokens_per_s for m in measured],
+                mode="markers+text", text=[_gap_text(m.relative_error) if not m.used_for_prediction else ""
+                                           for m in measured],
+                textposition="middle right", textfont=dict(color=color),
+                marker=dict(color=color, size=10, line=dict(color=color, width=2),
+                            symbol=["diamond-open" if m.used_for_prediction else "circle" for m in measured]),
+                name=f"concurrency {c}: measured (◇ used for the prediction)",
+                meta=dict(role="measured", concurrency=c),
+                customdata=[[m.predicted_output_tokens_per_s if m.predicted_output_tokens_per_s is not None
+                             else float("nan"), "used for the prediction" if m.used_for_prediction else "checked"]
+                            for m in measured],
+                hovertemplate=(f"concurrency {c}, k=%{{x}}: %{{y:.1f}} output tokens/s measured<br>"
+                               "predicted %{customdata[0]:.1f} (%{text}) · %{customdata[1]}<extra></extra>"),
+            ))
+        gaps = [m for m in measured if m.predicted_output_tokens_per_s is not None and not m.used_for_prediction]
+        if gaps:
+            fig.add_trace(go.Scatter(
+                x=[v for m in gaps for v in (m.num_speculative_tokens, m.num_speculative_tokens, None)],
+                y=[v for m in gaps for v in (m.predicted_output_tokens_per_s, m.output_tokens_per_s, None)],
+                mode="lines", line=dict(color=color, dash="dot", width=1), name=f"gap, concurrency {c}",
+                showlegend=False, meta=dict(role="gap", concurrency=c), hoverinfo="skip",
+            ))
+        rec = recommended.get(c)
+        if rec is not None:
+            fig.add_trace(go.Scatter(
+                x=[rec.num_speculative_tokens], y=[rec.output_tokens_per_s], mode="markers",
+                marker=dict(symbol="star", size=16, color=color, line=dict(color="black", width=1)),
+                name="recommended k (highest predicted)", showlegend=i == 0,
+                meta=dict(role="recommended", concurrency=c),
+                hovertemplate=f"recommended at concurrency {c}: k=%{{x}}, %{{y:.1f}} output tokens/s<extra></extra>",
+            ))
+    ks = sorted({r.num_speculative_tokens for r in pred.rows} | {m.num_speculative_tokens for m in pred.measured})
+    if k is not None:
+        fig.add_vline(x=k, line=dict(color="#444444", dash="dashdot", width=1),
+                      annotation_text=f"k={k}", annotation_position="top")
+    return _tuning_layout(fig, f"Throughput vs k, predicted: {pred.drafter}", caption,
+                   height=500, xaxis=dict(title_text="num_speculative_tokens (k); 0 = no speculation", tickvals=ks),
+                   yaxis=dict(title_text="output tokens/s", rangemode="tozero"))
+
+
+def tuning_acceptance(pred: Prediction, caption: str, k: int | None = None) -> go.Figure:
+    """Predicted mean acceptance length vs k per concurrency (the recorded histogram cut at k), Leviathan's
+    closed form (1 - a^(k+1)) / (1 - a) with a fitted at the recorded k as a dotted comparison, and the
+    measured cells as markers."""
+    fig = go.Figure()
+    for i, c in enumerate(pred.concurrencies):
+        color = _tuning_color(i)
+        rows = [r for r in pred.rows if r.concurrency == c and r.num_speculative_tokens > 0]
+        if rows:
+            fig.add_trace(go.Scatter(
+                x=[r.num_speculative_tokens for r in rows], y=[r.mean_acceptance_length for r in rows],
+                mode="lines", line=dict(color=color, width=2), name=f"concurrency {c}: predicted (cut at k)",
+                meta=dict(role="predicted", concurrency=c),
+                hovertemplate=f"concurrency {c}, k=%{{x}}: %{{y:.2f}} predicted<extra></extra>",
+            ))
+            fig.add_trace(go.Scatter(
+                x=[r.num_speculative_tokens for r in rows], y=[r.leviathan_mean_acceptance_length for r in rows],
+                mode="lines", line=dict(color=color, dash="dot", width=1),
+                name="Leviathan et al. closed form, one fitted rate (dotted)", showlegend=i == 0,
+                meta=dict(role="leviathan", concurrency=c),
+                hovertemplate=f"Leviathan et al. 2023, concurrency {c}, k=%{{x}}: %{{y:.2f}}<extra></extra>",
+            ))
+        measured = [m for m in pred.measured if m.concurrency == c and m.mean_acceptance_length is not None]
+        if measured:
+            predicted = {r.num_speculative_tokens: r.mean_acceptance_length for r in rows}
+            fig.add_trace(go.Scatter(
+                x=[m.num_speculative_tokens for m in measured], y=[m.mean_acceptance_length for m in measured],
+                mode="markers+text", textposition="middle right", textfont=dict(color=color),
+                text=[_gap_text(predicted[m.num_speculative_tokens] / m.mean_acceptance_length - 1)
+                      if m.num_speculative_tokens in predicted and not m.used_for_prediction else ""
+                      for m in measured],
+                marker=dict(color=color, size=10, line=dict(color=color, width=2),
+                            symbol=["diamond-open" if m.used_for_prediction else "circle" for m in measured]),
+                name=f"concurrency {c}: measured", meta=dict(role="measured", concurrency=c),
+                hovertemplate=f"concurrency {c}, k=%{{x}}: %{{y:.2f}} measured (%{{text}})<extra></extra>",
+            ))
+    ks = sorted({r.num_speculative_tokens for r in pred.rows if r.num_speculative_tokens}
+                | {m.num_speculative_tokens for m in pred.measured if m.num_speculative_tokens})
+    if ks:
+        fig.add_trace(go.Scatter(
+            x=ks, y=[j + 1.0 for j in ks], mode="lines", line=dict(color="#bbbbbb", dash="dot"),
+            name="ceiling: every draft accepted (k + 1)", meta=dict(role="bound"), hoverinfo="skip",
+        ))
+    if k is not None:
+        fig.add_vline(x=k, line=dict(color="#444444", dash="dashdot", width=1))
+    return _tuning_layout(fig, f"Mean acceptance length vs k: {pred.drafter}", caption,
+                   height=500, xaxis=dict(title_text="num_speculative_tokens (k)", tickvals=ks),
+                   yaxis=dict(title_text="tokens per drafted target pass", rangemode="tozero"))

