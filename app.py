@@ -1,11 +1,15 @@
-"""specviz: the router. Pages live in pages/; logic lives in the specviz package."""
+"""specviz: the router. Pages live in app_pages/; logic lives in the specviz package.
+
+Not "pages/": Streamlit treats a folder of that name as its older automatic multipage app, and a
+page opened by its URL in a fresh session would then run without this router.
+"""
 
 import streamlit as st
 
 st.set_page_config(page_title="specviz", page_icon="🔭", layout="wide")
 st.navigation([
-    st.Page("pages/playground.py", title="Playground", icon="🧪", default=True),
-    st.Page("pages/methods.py", title="Methods", icon="🧭"),
-    st.Page("pages/throughput.py", title="Throughput", icon="📈"),
-    st.Page("pages/tuning.py", title="Tuning", icon="🎛️"),
+    st.Page("app_pages/playground.py", title="Playground", icon="🧪", default=True),
+    st.Page("app_pages/methods.py", title="Methods", icon="🧭"),
+    st.Page("app_pages/throughput.py", title="Throughput", icon="📈"),
+    st.Page("app_pages/tuning.py", title="Tuning", icon="🎛️"),
 ]).run()

@@ -99,7 +99,7 @@ from specviz.sweep import BASELINE, TABLE_COLUMNS, load_sweep, save_sweep, sweep
 
 def _throughput_page() -> AppTest:
     at = AppTest.from_file("../app.py", default_timeout=60)
-    at.switch_page("pages/throughput.py").run()
+    at.switch_page("app_pages/throughput.py").run()
     assert not at.exception, at.exception
     return at
 
@@ -210,7 +210,7 @@ def test_methods_page_walks_the_weather_step_and_exports_a_config():
     from specviz.catalog import PHASES
 
     at = AppTest.from_file("../app.py", default_timeout=240)  # the first run imports vLLM's config
-    at.switch_page("pages/methods.py").run()
+    at.switch_page("app_pages/methods.py").run()
     assert not at.exception, at.exception
     assert at.selectbox(key="methods_method").value == "ngram"
     assert at.slider(key="methods_k").value == 3
@@ -246,7 +246,7 @@ from specviz.sweep import BASELINE as _BASELINE, load_sweep as _load_sweep, swee
 
 def _tune_page() -> AppTest:
     at = AppTest.from_file("../app.py", default_timeout=60)
-    at.switch_page("pages/tuning.py").run()
+    at.switch_page("app_pages/tuning.py").run()
     assert not at.exception, at.exception
     return at
 
@@ -363,7 +363,7 @@ def test_methods_page_shows_the_trials_that_ran_and_the_errors_of_those_that_did
              "mean_acceptance_length": None, "note": "server did not start"}]}))
     monkeypatch.setattr(catalog, "DEFAULT_TRIALS_PATH", path)
     at = AppTest.from_file("../app.py", default_timeout=240)
-    at.switch_page("pages/methods.py").run()
+    at.switch_page("app_pages/methods.py").run()
     assert not at.exception, at.exception
     trials = [d.value for d in at.dataframe if "ran" in d.value.columns]
     assert len(trials) == 1 and trials[0]["ran"].tolist() == [True, False]
