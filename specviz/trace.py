@@ -263,6 +263,16 @@ SAMPLE_RUNS_DIR = Path(__file__).resolve().parent.parent / "sample_runs"
 
 
 def list_run_files(folder: Path = SAMPLE_RUNS_DIR) -> list[Path]:
-    """Run files in a folder (*.json, *.json.gz), newest name last; the schema file is not a run."""
+    """Run files in a folder (*.json, *.json.gz) by name; other JSON there (a schema, trials) is left out."""
     files = [*folder.glob("*.json"), *folder.glob("*.json.gz")]
-    return sorted(p for p in files if not p.name.endswith(".schema.json"))
+    return sorted(p for p in files if _starts_like_a_run(p))
+
+
+def _starts_like_a_run(path: Path) -> bool:
+    """specviz writes `kind` first, so a run file's first bytes say what it is (no full parse)."""
+    try:
+        with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as f:
+            head = f.read(64)
+    except (OSError, EOFError):
+        return True  # let load_run report what is wrong with it
+    return b'"kind":"specviz.run"' in head.replace(b" ", b"")

@@ -5,7 +5,7 @@ import pytest
 from pydantic import ValidationError
 
 from conftest import make_run, make_step
-from specviz.trace import Request, Step, RunFileError, load_run, run_json_schema, save_run
+from specviz.trace import Request, RunFileError, Step, list_run_files, load_run, run_json_schema, save_run
 
 
 def test_step_roles_of_the_worked_example(weather_run):
@@ -99,3 +99,11 @@ def test_json_schema_describes_the_run_file(weather_run):
     assert schema["properties"]["schema_version"]["const"] == 1
     assert set(schema["$defs"]) >= {"RunMeta", "Request", "Step", "SpecDecodeCounters"}
     assert schema["$defs"]["Step"]["additionalProperties"] is False
+
+
+def test_list_run_files_leaves_out_other_json(tmp_path, weather_run):
+    save_run(weather_run, tmp_path / "a.json.gz")
+    save_run(weather_run, tmp_path / "b.json")
+    (tmp_path / "run.schema.json").write_text('{"title": "Run"}')
+    (tmp_path / "method_trials.json").write_text('{"kind": "specviz.method_trials"}')
+    assert [p.name for p in list_run_files(tmp_path)] == ["a.json.gz", "b.json"]
