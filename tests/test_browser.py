@@ -115,7 +115,9 @@ def page(browser, app_url):
     p = context.new_page()
     p.set_default_timeout(TIMEOUT_MS)
     p.goto(app_url)
-    sync_api.expect(p.get_by_role("heading", name="Recorded run")).to_be_visible()
+    # The app opens on the playground, on a recorded run: no engine needed.
+    sync_api.expect(p.get_by_role("heading", name="Playground")).to_be_visible()
+    sync_api.expect(p.get_by_role("radio", name="Recorded run")).to_be_checked()
     yield p
     context.close()
 
@@ -169,7 +171,7 @@ def test_speculative_sample_shows_its_chips(page):
         sync_api.expect(page.locator(f"span.sv-{role}").first).to_be_visible()
     # the acceptance-per-position chart is drawn for a speculative run
     sync_api.expect(page.locator(".st-key-acc_per_pos .main-svg").first).to_be_visible()
-    _screenshot(page, ARTIFACTS / "recorded_run.png")
+    _screenshot(page, ARTIFACTS / "playground_recorded_run.png")
 
 
 def _html_token_run(tmp_path: Path) -> Path:
