@@ -27,7 +27,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field
 
 from . import config, render
-from .trace import SAMPLE_RUNS_DIR, Request, Step
+from .trace import SAMPLE_RUNS_DIR, Request, Step, first_error
 
 Family = Literal[
     "model-free lookup",
@@ -483,9 +483,7 @@ def load_trials(path: str | Path = DEFAULT_TRIALS_PATH) -> MethodTrials:
     try:
         return MethodTrials.model_validate(data)
     except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        raise TrialsFileError(f"{path.name}: {where}: {err['msg']}") from None
+        raise TrialsFileError(f"{path.name}: invalid trials file {first_error(e)}") from None
 
 
 def default_trials() -> tuple[MethodTrials | None, str | None]:

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from .config import ConfigError, SpecConfig
 from .metrics import StepFigures, step_figures, summarize
 from .prompts import load_prompts
-from .trace import Run, save_run
+from .trace import Run, first_error, save_run
 
 SWEEP_FILE_KIND = "specviz.sweep"
 SWEEP_SCHEMA_VERSION = 1
@@ -215,9 +215,7 @@ def load_sweep(path: str | Path) -> Sweep:
     try:
         return Sweep.model_validate(doc)
     except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise SweepError(f"{path}: invalid sweep file at {where or 'top level'}: {first['msg']}") from e
+        raise SweepError(f"{path}: invalid sweep file {first_error(e)}") from e
 
 
 # ---- running -----------------------------------------------------------------------------------

@@ -249,9 +249,13 @@ def load_run(source: str | Path | bytes) -> Run:
     try:
         return Run.model_validate(doc)
     except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise RunFileError(f"{name}: invalid run file at {where or 'top level'}: {first['msg']}") from e
+        raise RunFileError(f"{name}: invalid run file {first_error(e)}") from e
+
+
+def first_error(e: ValidationError) -> str:
+    """Where and what the first validation error is: 'at requests.0.steps.1: Value error, ...'."""
+    first = e.errors()[0]
+    return f"at {'.'.join(str(p) for p in first['loc']) or 'top level'}: {first['msg']}"
 
 
 def run_json_schema() -> dict:
