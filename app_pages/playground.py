@@ -13,7 +13,7 @@ from specviz.engine import EngineError, load_tokenizer
 from specviz.live import LiveGeneration
 from specviz.metrics import summarize
 from specviz.shared_engine import EngineBusy, EngineConfig, SharedEngine
-from specviz.trace import RunFileError, list_run_files, load_run, run_bytes
+from specviz.trace import SAMPLE_RUNS_DIR, RunFileError, list_run_files, load_run, run_bytes
 from specviz.verify import VerifyError, verify_draft
 
 PLAYGROUND_METHODS = ["none", "ngram", "draft_model", "eagle", "eagle3", "suffix"]
@@ -113,7 +113,7 @@ def draw(run, done: bool, area, tick: int) -> None:
 def recorded_source() -> None:
     files = list_run_files()
     with st.sidebar:
-        names = [p.name for p in files]
+        names = [str(p.relative_to(SAMPLE_RUNS_DIR)) for p in files]
         choice = st.selectbox("Recorded run (sample_runs/)", names, key="run_file") if names else None
         upload = st.file_uploader("…or open a run file", type=["json", "gz"], key="run_upload")
     if upload is None and choice is None:

@@ -267,8 +267,12 @@ SAMPLE_RUNS_DIR = Path(__file__).resolve().parent.parent / "sample_runs"
 
 
 def list_run_files(folder: Path = SAMPLE_RUNS_DIR) -> list[Path]:
-    """Run files in a folder (*.json, *.json.gz) by name; other JSON there (a schema, trials) is left out."""
-    files = [*folder.glob("*.json"), *folder.glob("*.json.gz")]
+    """Run files in a folder and its subfolders (one level: sample_runs/drafters/), by path.
+
+    Other JSON there (a schema, method trials, a sweep file) is left out; a sweep's own runs sit two
+    levels down (sweeps/NAME/runs/) and belong to the throughput pages.
+    """
+    files = [p for pattern in ("*.json", "*.json.gz", "*/*.json", "*/*.json.gz") for p in folder.glob(pattern)]
     return sorted(p for p in files if _starts_like_a_run(p))
 
 

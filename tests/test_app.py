@@ -4,7 +4,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from specviz.render import output_roles, step_roles
-from specviz.trace import list_run_files, load_run
+from specviz.trace import SAMPLE_RUNS_DIR, list_run_files, load_run
 
 
 @pytest.fixture
@@ -31,7 +31,7 @@ def test_every_sample_run_renders_the_counts_in_its_file(app):
     seen = set()
     for path in list_run_files():
         run = load_run(path)
-        app.selectbox(key="run_file").set_value(path.name).run()
+        app.selectbox(key="run_file").set_value(str(path.relative_to(SAMPLE_RUNS_DIR))).run()
         assert not app.exception, (path.name, app.exception)
         req = run.requests[0]
         html = _html(app)

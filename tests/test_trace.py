@@ -106,4 +106,7 @@ def test_list_run_files_leaves_out_other_json(tmp_path, weather_run):
     save_run(weather_run, tmp_path / "b.json")
     (tmp_path / "run.schema.json").write_text('{"title": "Run"}')
     (tmp_path / "method_trials.json").write_text('{"kind": "specviz.method_trials"}')
-    assert [p.name for p in list_run_files(tmp_path)] == ["a.json.gz", "b.json"]
+    save_run(weather_run, tmp_path / "drafters" / "c.json.gz")
+    save_run(weather_run, tmp_path / "sweeps" / "s" / "runs" / "cell.json.gz")  # a sweep's, not listed
+    assert [str(p.relative_to(tmp_path)) for p in list_run_files(tmp_path)] == [
+        "a.json.gz", "b.json", "drafters/c.json.gz"]
