@@ -79,7 +79,6 @@ def per_request_table(run: Run, key: str) -> None:
     }), key=key, hide_index=True)
 
 
-
 def chunks_view(req: Request, container=st) -> None:
     """Without the tracer: what the stream itself shows, and vLLM's own per-request figures if sent."""
     if not req.stream_chunks:

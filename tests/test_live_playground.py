@@ -3,11 +3,11 @@
 import pytest
 from streamlit.testing.v1 import AppTest
 
-LOCAL = "Local engine (specviz starts it)"
-
 from specviz import engine
 from specviz.demo_model import ensure_demo_model
 from specviz.tiny_models import build_tiny_pair
+
+LOCAL = "Local engine (specviz starts it)"
 
 pytestmark = pytest.mark.live
 

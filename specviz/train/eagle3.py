@@ -35,7 +35,7 @@ from pathlib import Path
 
 from .common import copy_tokenizer, length_batches, lr_at, seed_everything, write_card, write_json
 from .data import load_samples, split
-from .draft import MAX_LEN, simulate_acceptance
+from .draft import MAX_LEN
 
 STEP_WEIGHT = 0.8
 
