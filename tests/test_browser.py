@@ -146,7 +146,9 @@ def _speculative_sample() -> tuple[Path, dict[str, int]]:
 
 
 def _select_run_file(page, name: str) -> None:
-    page.locator(".st-key-run_file").get_by_role("combobox").click()
+    box = page.locator(".st-key-run_file").get_by_role("combobox")
+    box.click()
+    box.type(name)  # the list is virtualised: filter it so the option is rendered
     page.get_by_role("option", name=name, exact=True).click()
 
 
