@@ -39,11 +39,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from . import __version__
 from .config import SpecConfig
 from .platforms import attention_backends_from_log, detect_platform
+from .trace import (TRACE_FILE_ENV, Request, RequestSpecDecodeMetrics, Run, RunMeta, SpecDecodeCounters, Step,
+                    StreamChunk)
 
 if TYPE_CHECKING:
     from .attach import AttachedServer
-from .trace import (TRACE_FILE_ENV, Request, RequestSpecDecodeMetrics, Run, RunMeta, SpecDecodeCounters, Step,
-                    StreamChunk)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TRACER_CLS = "specviz.tracer.TracingScheduler"
