@@ -31,6 +31,7 @@ import time
 import zipfile
 from pathlib import Path
 
+from ..prompts import BUILTIN_PROMPT_SETS
 from . import CACHE_DIR
 
 CORPORA = {
@@ -175,15 +176,8 @@ GENERAL = [
     "How do I start running?", "What are some fun weekend activities?", "How do bees make honey?",
     "Write a thank-you note to a teacher.", "What is the difference between a virus and bacteria?",
 ]
-HELDOUT_CHAT = [  # evaluation only (with specviz's builtin "chat" set): never used as training prompts
-    "What are three good habits for staying healthy?",
-    "Explain why the sky is blue to a ten-year-old.",
-    "Give me a short plan for learning to cook.",
-    "What should I pack for a weekend trip to the mountains?",
-    "Write a friendly message inviting a colleague to lunch.",
-    "Why do people keep pets? Give a few reasons.",
-    "Describe a calm morning routine.",
-    "What is the difference between weather and climate?",
+HELDOUT_CHAT = [  # evaluation only: specviz's builtin "chat" set and 8 more, never used as training prompts
+    *BUILTIN_PROMPT_SETS["chat"][1],
     "How do I take care of a houseplant?",
     "Write a short story about a lost umbrella.",
     "What are the benefits of reading books?",
