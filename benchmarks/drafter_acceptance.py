@@ -28,21 +28,20 @@ from specviz.config import SpecConfig  # noqa: E402
 from specviz.engine import LocalServer, record  # noqa: E402
 from specviz.metrics import run_acceptance, summarize  # noqa: E402
 from specviz.trace import save_run  # noqa: E402
-from specviz.train import DRAFT_DIR, EAGLE3_DIR  # noqa: E402
+from specviz.train import DRAFTER_SPECS  # noqa: E402
 from specviz.train.data import HELDOUT_CHAT  # noqa: E402
 
 OUT = REPO / "sample_runs" / "drafters"
-METHODS = {"draft_model": DRAFT_DIR, "eagle3": EAGLE3_DIR}
 NAMES = {"draft_model": "draft", "eagle3": "eagle3"}
 
 
 def spec_for(method: str, k: int) -> SpecConfig:
-    return SpecConfig.from_dict({"method": method, "model": str(METHODS[method]), "num_speculative_tokens": k})
+    return SpecConfig.from_dict(DRAFTER_SPECS[method] | {"num_speculative_tokens": k})
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--methods", nargs="+", default=["eagle3", "draft_model"], choices=list(METHODS))
+    ap.add_argument("--methods", nargs="+", default=["eagle3", "draft_model"], choices=list(DRAFTER_SPECS))
     ap.add_argument("--ks", nargs="+", type=int, default=[1, 2, 3, 4, 5])
     ap.add_argument("--concurrency", nargs="+", type=int, default=[1, 8])
     ap.add_argument("--max-tokens", type=int, default=64)

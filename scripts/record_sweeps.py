@@ -17,11 +17,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from specviz.demo_model import ensure_demo_model  # noqa: E402
+from specviz.train import drafter_spec  # noqa: E402
 
 NGRAM_2_4 = {"method": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 4}
 # The teaching-sized drafters trained for SmolLM2 by `python -m specviz.train` (see docs/drafters.md).
-DRAFT_MODEL = {"method": "draft_model", "model": "drafters/smollm2-135m-draft"}
-EAGLE3 = {"method": "eagle3", "model": "drafters/smollm2-135m-eagle3"}
+DRAFT_MODEL = drafter_spec("draft_model", relative_to=ROOT)
+EAGLE3 = drafter_spec("eagle3", relative_to=ROOT)
 SWEEPS = {
     "smollm2-chat": dict(prompts="builtin:chat", drafters=[NGRAM_2_4, DRAFT_MODEL, EAGLE3], k="1,3,5"),
     "smollm2-code": dict(prompts="builtin:code", drafters=[NGRAM_2_4], k="1,2,3,5"),

@@ -13,7 +13,7 @@ import pytest
 from specviz.config import SpecConfig
 from specviz.engine import LocalServer, record
 from specviz.metrics import counters_acceptance, run_acceptance
-from specviz.train import DRAFT_DIR, EAGLE3_DIR
+from specviz.train import DRAFT_DIR, DRAFTER_SPECS, EAGLE3_DIR
 from specviz.train.data import HELDOUT_CHAT
 
 pytestmark = pytest.mark.live
@@ -34,9 +34,8 @@ def runs():
     target = str(ensure_demo_model())
     specs = {
         "baseline": None,
-        "eagle3": SpecConfig.from_dict({"method": "eagle3", "model": str(EAGLE3_DIR), "num_speculative_tokens": K}),
-        "draft_model": SpecConfig.from_dict({"method": "draft_model", "model": str(DRAFT_DIR),
-                                             "num_speculative_tokens": K}),
+        "eagle3": SpecConfig.from_dict(DRAFTER_SPECS["eagle3"] | {"num_speculative_tokens": K}),
+        "draft_model": SpecConfig.from_dict(DRAFTER_SPECS["draft_model"] | {"num_speculative_tokens": K}),
     }
     out = {}
     for name, spec in specs.items():

