@@ -294,6 +294,7 @@ def save_draft(model, target: Path, keep, out: Path, cfg: dict, figures: dict, d
     save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
     write_json(out / "config.json", cfg | {"torch_dtype": "bfloat16", "dtype": "bfloat16"})
     save_tokenizer(target, keep, out)
+    (out / "generation_config.json").unlink(missing_ok=True)  # a target's copy would hold target token ids
     write_json(out / "training.json", {"kind": "draft_model", "target": Path(target).name, "seed": seed,
                                       "command": command, "data": data_meta, "figures": figures,
                                       "loss_history": history})
