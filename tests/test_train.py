@@ -224,3 +224,19 @@ def test_ttt_unroll_equals_drafting_step_by_step_with_a_kv_cache():
                 keys, values = torch.cat([keys, k[0, p:p + 1]]), torch.cat([values, v[0, p:p + 1]])
                 prev, normed = head.finish(attend(q[0, p], keys, values), res[:, p])
                 torch.testing.assert_close(head.lm_head(normed), outs[j][:, p], rtol=1e-4, atol=1e-4)
+
+
+def test_a_step_schedule_of_zero_steps_fits_the_time_budget(monkeypatch):
+    from specviz.train import common
+
+    now = [100.0]  # started at 100 s; the 8 probe steps take 4 s
+    monkeypatch.setattr(common.time, "monotonic", lambda: now[0])
+    schedule = common.StepSchedule(0, time_budget_s=600, peak_lr=1e-3)
+    assert schedule.auto and not schedule.fit(3)
+    now[0] = 104.0
+    assert schedule.fit(common.PROBE_STEPS) and schedule.steps == 1200
+    assert schedule.lr(0) == pytest.approx(1e-3 / common.PROBE_STEPS)  # warm-up over the probe
+    assert schedule.command_args() == "--steps 0 --time-budget-s 600"
+    assert schedule.command_note(1200) == "   # 1200 steps fitted the budget"
+    fixed = common.StepSchedule(50, time_budget_s=600, peak_lr=1e-3)
+    assert not fixed.auto and fixed.steps == 50 and fixed.command_note(50) == ""

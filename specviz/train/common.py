@@ -6,6 +6,7 @@ import json
 import math
 import random
 import shutil
+import time
 from pathlib import Path
 
 # vLLM gives a drafter that shares the target's vocabulary the target's tokenizer, so the 3.5 MB
@@ -39,6 +40,41 @@ def fitted_steps(elapsed_s: float, time_budget_s: float, probe_steps: int = PROB
     """Optimizer steps that fit `time_budget_s` at the pace of the first `probe_steps`, so the
     learning-rate schedule ends when the budget does (8 steps in 4 s, budget 600 s -> 1200 steps)."""
     return max(2 * probe_steps, int(time_budget_s / (elapsed_s / probe_steps)))
+
+
+class StepSchedule:
+    """A trainer's number of optimizer steps and its learning rate at each.
+
+    `steps` 0 = as many as fit `time_budget_s`, fixed by `fit` after the first PROBE_STEPS. Either
+    way training stops once the budget is spent (`over_budget`)."""
+
+    def __init__(self, steps: int, time_budget_s: float, peak_lr: float):
+        self.auto = steps <= 0
+        self.steps = 10**6 if self.auto else steps
+        self.time_budget_s, self.peak_lr = time_budget_s, peak_lr
+        self.started = time.monotonic()
+
+    def fit(self, step: int) -> bool:
+        """At the end of the probe, set the number of steps from its pace; True when it did."""
+        if self.auto and step == PROBE_STEPS:
+            self.steps = fitted_steps(self.elapsed_s(), self.time_budget_s)
+            return True
+        return False
+
+    def lr(self, step: int) -> float:
+        return lr_at(step, self.steps, self.peak_lr, warmup=PROBE_STEPS if self.auto else min(100, self.steps // 10 + 1))
+
+    def elapsed_s(self) -> float:
+        return time.monotonic() - self.started
+
+    def over_budget(self) -> bool:
+        return self.elapsed_s() > self.time_budget_s
+
+    def command_args(self) -> str:
+        return f"--steps {0 if self.auto else self.steps} --time-budget-s {self.time_budget_s:g}"
+
+    def command_note(self, steps_done: int) -> str:
+        return f"   # {steps_done} steps fitted the budget" if self.auto else ""
 
 
 def length_batches(lengths: list[int], batch_tokens: int, rng: random.Random) -> list[list[int]]:

@@ -28,10 +28,8 @@ import time
 from pathlib import Path
 
 from .common import (
-    PROBE_STEPS,
-    fitted_steps,
+    StepSchedule,
     length_batches,
-    lr_at,
     seed_everything,
     write_card,
     write_json,
@@ -154,7 +152,7 @@ def evaluate(model, seqs, to_draft, pad_id: int, batch_tokens: int = 8192) -> di
 
     model.eval()
     rng = random.Random(0)
-    total, n, right = 0.0, 0, 0
+    total, n_loss, n, right = 0.0, 0, 0, 0
     correct_rows = []
     with torch.no_grad():
         for idx in length_batches([len(s["ids"]) for s in seqs], batch_tokens, rng):
@@ -165,6 +163,7 @@ def evaluate(model, seqs, to_draft, pad_id: int, batch_tokens: int = 8192) -> di
                 answer[row, seqs[i]["plen"] - 1:len(seqs[i]["ids"]) - 1] = True
             learnable = answer & (weight > 0)
             total += distill_loss(logits[learnable], top_ids[learnable], top_logp[learnable]).item() * int(learnable.sum())
+            n_loss += int(learnable.sum())
             n += int(answer.sum())
             ok = (logits.argmax(-1) == top_ids[..., 0]) & answer  # a token outside the vocabulary is never right
             right += int(ok.sum())
@@ -172,7 +171,7 @@ def evaluate(model, seqs, to_draft, pad_id: int, batch_tokens: int = 8192) -> di
                 correct_rows.append(ok[row, seqs[i]["plen"] - 1:len(seqs[i]["ids"]) - 1].tolist())
     model.train()
     sim = simulate_acceptance(correct_rows)
-    return {"val_loss": round(total / max(1, n), 4), "val_top1": round(right / max(1, n), 4),
+    return {"val_loss": round(total / max(1, n_loss), 4), "val_top1": round(right / max(1, n), 4),
             "sim_mean_acceptance_length": {k: round(v[0], 3) for k, v in sim.items()},
             "sim_acceptance_per_pos": {k: [round(r, 3) for r in v[1]] for k, v in sim.items()}}
 
@@ -228,24 +227,20 @@ def train_draft(target: Path, data: Path, out: Path, *, steps: int = 3000, seed:
     rng = random.Random(seed)
     lengths = [len(s["ids"]) for s in train]
     batches: list[list[int]] = []
-    bar = tqdm(total=steps, desc="draft", unit="step")
     history = []
     step, tokens_seen, ema = 0, 0, None
-    train_started = time.monotonic()
-    auto = steps <= 0
-    if auto:
-        steps = 10**6
-    while step < steps:
-        if auto and step == PROBE_STEPS:
-            steps = fitted_steps(time.monotonic() - train_started, time_budget_s)
-            bar.total = steps
-            progress(f"{steps} steps fit the time budget")
+    schedule = StepSchedule(steps, time_budget_s, lr)
+    bar = tqdm(total=None if schedule.auto else schedule.steps, desc="draft", unit="step")
+    while step < schedule.steps:
+        if schedule.fit(step):
+            bar.total = schedule.steps
+            progress(f"{schedule.steps} steps fit the time budget")
         if not batches:
             batches = length_batches(lengths, batch_tokens, rng)
         idx = batches.pop()
         ids, mask, weight, top_ids, top_logp = make_batch(train, idx, to_draft, pad_id)
         for group in opt.param_groups:
-            group["lr"] = lr_at(step, steps, lr, warmup=PROBE_STEPS if auto else min(100, steps // 10 + 1))
+            group["lr"] = schedule.lr(step)
         scored = weight > 0
         with torch.autocast("cpu", dtype=torch.bfloat16):
             logits = model(input_ids=ids, attention_mask=mask).logits[scored]
@@ -261,21 +256,20 @@ def train_draft(target: Path, data: Path, out: Path, *, steps: int = 3000, seed:
         bar.set_postfix(loss=f"{ema:.3f}")
         bar.update(1)
         if step % 50 == 0:
-            history.append({"step": step, "loss": round(ema, 4), "elapsed_s": round(time.monotonic() - train_started, 1)})
+            history.append({"step": step, "loss": round(ema, 4), "elapsed_s": round(schedule.elapsed_s(), 1)})
         if eval_every and step % eval_every == 0:
             progress(f"step {step}: {evaluate(model, val, to_draft, pad_id)}")
-        if time.monotonic() - train_started > time_budget_s:
+        if schedule.over_budget():
             progress(f"time budget of {time_budget_s:.0f} s reached at step {step}")
             break
     bar.close()
-    train_elapsed = time.monotonic() - train_started
+    train_elapsed = schedule.elapsed_s()
     figures = evaluate(model, val, to_draft, pad_id)
     figures |= {"steps": step, "train_tokens_seen": tokens_seen, "train_time_s": round(train_elapsed, 1),
                 "final_train_loss": round(ema or 0, 4), "parameters": n_params, "vocab": vocab,
                 "vocab_coverage_of_answers": round(coverage, 4)}
     command = (f"python -m specviz.train draft --seed {seed} --hidden {hidden} --layers {layers} --vocab {vocab} "
-               f"--steps {0 if auto else steps} --time-budget-s {time_budget_s:g} --batch-tokens {batch_tokens} "
-               f"--lr {lr:g}" + (f"   # {step} steps fitted the budget" if auto else ""))
+               f"{schedule.command_args()} --batch-tokens {batch_tokens} --lr {lr:g}" + schedule.command_note(step))
     save_draft(model, target, keep, out, cfg, figures, blob["meta"], seed=seed, history=history, command=command)
     _print_figures("draft model", figures)
     progress(f"saved to {out} (total {time.monotonic() - started:.0f} s)")

@@ -35,11 +35,9 @@ import time
 from pathlib import Path
 
 from .common import (
-    PROBE_STEPS,
+    StepSchedule,
     copy_tokenizer,
-    fitted_steps,
     length_batches,
-    lr_at,
     seed_everything,
     write_card,
     write_json,
@@ -336,23 +334,19 @@ def train_eagle3(target: Path, data: Path, out: Path, *, steps: int = 3000, seed
     rng = random.Random(seed)
     lengths = [len(s["ids"]) for s in train]
     batches: list[list[int]] = []
-    bar = tqdm(total=steps, desc="eagle3", unit="step")
     history, step, ema, tokens_seen = [], 0, None, 0
-    train_started = time.monotonic()
-    auto = steps <= 0  # fit the schedule to the time budget
-    if auto:
-        steps = 10**6
-    while step < steps:
-        if auto and step == PROBE_STEPS:
-            steps = fitted_steps(time.monotonic() - train_started, time_budget_s)
-            bar.total = steps
-            progress(f"{steps} steps fit the time budget")
+    schedule = StepSchedule(steps, time_budget_s, lr)
+    bar = tqdm(total=None if schedule.auto else schedule.steps, desc="eagle3", unit="step")
+    while step < schedule.steps:
+        if schedule.fit(step):
+            bar.total = schedule.steps
+            progress(f"{schedule.steps} steps fit the time budget")
         if not batches:
             batches = length_batches(lengths, batch_tokens, rng)
         idx = batches.pop()
         nxt, fused, top_ids, top_logp, weight, _, pad = make_batch(train, idx, t2d_index)
         for group in opt.param_groups:
-            group["lr"] = lr_at(step, steps, lr, warmup=PROBE_STEPS if auto else min(100, steps // 10 + 1))
+            group["lr"] = schedule.lr(step)
         chains = [chain_weight(weight, j) for j in range(ttt_steps)]
         masks = [(w > 0) & (weight > 0) & (top_ids[..., 0] >= 0) for w in chains]
         with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -374,19 +368,18 @@ def train_eagle3(target: Path, data: Path, out: Path, *, steps: int = 3000, seed
         bar.set_postfix(loss=f"{ema:.3f}")
         bar.update(1)
         if step % 50 == 0:
-            history.append({"step": step, "loss": round(ema, 4), "elapsed_s": round(time.monotonic() - train_started, 1)})
-        if time.monotonic() - train_started > time_budget_s:
+            history.append({"step": step, "loss": round(ema, 4), "elapsed_s": round(schedule.elapsed_s(), 1)})
+        if schedule.over_budget():
             progress(f"time budget of {time_budget_s:.0f} s reached at step {step}")
             break
     bar.close()
-    train_elapsed = time.monotonic() - train_started
+    train_elapsed = schedule.elapsed_s()
     figures = evaluate(head, emb, val, t2d_index, ttt_steps)
     figures |= {"steps": step, "train_tokens_seen": tokens_seen, "train_time_s": round(train_elapsed, 1),
                 "final_train_loss": round(ema or 0, 4), "parameters": n_params,
                 "draft_vocab": draft_vocab, "draft_vocab_coverage": round(coverage, 4)}
     command = (f"python -m specviz.train eagle3 --seed {seed} --draft-vocab {draft_vocab} --ttt-steps {ttt_steps} "
-               f"--steps {0 if auto else steps} --time-budget-s {time_budget_s:g} "
-               f"--batch-tokens {batch_tokens} --lr {lr:g}" + (f"   # {step} steps fitted the budget" if auto else ""))
+               f"{schedule.command_args()} --batch-tokens {batch_tokens} --lr {lr:g}" + schedule.command_note(step))
     save_eagle3(head, target, target_cfg, Path(out), d2t, t2d, layer_ids, intermediate, figures, blob["meta"],
                 seed=seed, history=history, command=command)
     print("\n== EAGLE-3 head ==")

@@ -56,20 +56,18 @@ def target_pass(target: Path, data: Path, out: Path, *, time_budget_s: float = 9
     hooks = [model.model.layers[i - 1].register_forward_hook(
         lambda mod, inp, out, i=i: captured.__setitem__(i, out[0] if isinstance(out, tuple) else out))
         for i in layer_ids]
-    ordered = [(s, True) for s in val_s] + [(s, False) for s in train_s]
     seqs: list[dict] = []
     hidden, top_ids, top_logp = [], [], []
     started = time.monotonic()
     agree = answer_positions = offset = 0
-    bar = tqdm(total=len(ordered), desc="target pass", unit="seq")
+    bar = tqdm(total=len(samples), desc="target pass", unit="seq")
     rng = random.Random(seed)
     with torch.no_grad():
-        for part in (True, False):  # validation first
-            idx_part = [i for i, (_, v) in enumerate(ordered) if v == part]
-            lengths = [min(MAX_LEN, len(ordered[i][0]["prompt_ids"]) + len(ordered[i][0]["output_ids"])) for i in idx_part]
-            for batch in length_batches(lengths, batch_tokens, rng):
-                rows = [ordered[idx_part[b]][0] for b in batch]
-                toks = [(s["prompt_ids"] + s["output_ids"])[:MAX_LEN] for s in rows]
+        for part, part_samples in ((True, val_s), (False, train_s)):  # validation first
+            all_toks = [(s["prompt_ids"] + s["output_ids"])[:MAX_LEN] for s in part_samples]
+            for batch in length_batches([len(t) for t in all_toks], batch_tokens, rng):
+                rows = [part_samples[b] for b in batch]
+                toks = [all_toks[b] for b in batch]
                 n = max(len(t) for t in toks)
                 ids = torch.zeros((len(toks), n), dtype=torch.long)
                 mask = torch.zeros((len(toks), n), dtype=torch.long)
