@@ -38,6 +38,28 @@ def test_prompts_are_distinct_and_never_held_out():
         data.build_prompts(corpora, 100_000, seed=0)
 
 
+def test_chat_prompts_are_distinct_reproducible_and_not_near_held_out_ones():
+    from specviz.train.chat import chat_prompts, too_close
+
+    prompts = chat_prompts(10_000, data.HELDOUT_CHAT, seed=0)
+    assert len(prompts) == len(set(prompts)) > 2000
+    assert prompts[:50] == chat_prompts(50, data.HELDOUT_CHAT, seed=0)
+    assert not any(too_close(p, data.HELDOUT_CHAT) for p in prompts)
+    # the docstring's example: 6 shared words of 10
+    assert too_close("What are three good habits for better sleep?", ["What are three good habits for staying healthy?"])
+    assert not too_close("How do I boil an egg?", ["What is the capital of France?"])
+
+
+def test_appending_answers_keeps_the_old_ones_and_lists_both_parts(tmp_path):
+    out = _fake_data(tmp_path / "onpolicy.pt", n=3)
+    meta = data.append(out, lambda new: _fake_data(new, n=2, seed=1))
+    assert meta["prompts"] == 5 and len(meta["parts"]) == 2
+    meta2, samples = data.load_samples(out)
+    assert meta2 == meta and len(samples) == 5 and not (tmp_path / "onpolicy.part.pt").exists()
+    with pytest.raises(data.DataError, match="no on-policy data"):
+        data.append(tmp_path / "missing.pt", lambda new: None)
+
+
 def test_simulated_acceptance_matches_a_worked_example():
     from specviz.train.draft import simulate_acceptance
 
@@ -55,7 +77,7 @@ def _fake_data(path, n=24, seed=0):
     rng = random.Random(seed)
     samples = [{"prompt": f"p{i}", "prompt_ids": [rng.randrange(49152) for _ in range(12)],
                 "output_ids": [rng.randrange(2000) for _ in range(20)] + [2]} for i in range(n)]
-    torch.save({"meta": {"fake": True}, "samples": samples}, path)
+    torch.save({"meta": {"fake": True, "output_tokens": 21 * n, "prompt_tokens": 12 * n}, "samples": samples}, path)
     return path
 
 
@@ -133,7 +155,8 @@ def test_short_draft_training_writes_a_loadable_checkpoint(tmp_path, target, tar
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from specviz.train.draft import UNK, train_draft
+    from specviz.train.draft import UNK, evaluate, load_draft, train_draft
+    from specviz.train.targets import load_pass, partition
 
     out = tmp_path / "draft"
     figures = train_draft(target, target_pass_file, out, steps=2, hidden=64, layers=1, vocab=512,
@@ -152,12 +175,17 @@ def test_short_draft_training_writes_a_loadable_checkpoint(tmp_path, target, tar
     assert set(vocab) - {UNK} <= set(target_vocab)
     assert draft_tok.convert_ids_to_tokens(draft_tok.encode(" a", add_special_tokens=False)) == ["Ġa"]
     assert draft_tok.convert_ids_to_tokens(cfg["eos_token_id"]) == target_tok.eos_token
+    # reloaded from the checkpoint (bf16 weights, ids mapped by token string) it scores as it was trained
+    model, to_draft, pad_id = load_draft(out, target)
+    again = evaluate(model, partition(load_pass(target_pass_file))[1], to_draft, pad_id)
+    assert again["val_loss"] == pytest.approx(figures["val_loss"], rel=0.01)
 
 
 def test_short_eagle3_training_writes_the_layout_vllm_loads(tmp_path, target, target_pass_file):
     from safetensors import safe_open
 
-    from specviz.train.eagle3 import train_eagle3
+    from specviz.train.eagle3 import evaluate, load_eagle3, train_eagle3
+    from specviz.train.targets import load_pass, partition
 
     out = tmp_path / "eagle3"
     figures = train_eagle3(target, target_pass_file, out, steps=2, draft_vocab=256, ttt_steps=2,
@@ -167,7 +195,7 @@ def test_short_eagle3_training_writes_the_layout_vllm_loads(tmp_path, target, ta
     assert cfg["architectures"] == ["LlamaForCausalLMEagle3"] and cfg["draft_vocab_size"] == 256
     assert cfg["eagle_aux_hidden_state_layer_ids"] == [2, 15, 27]
     with safe_open(str(out / "model.safetensors"), framework="pt") as st:
-        shapes = {k: tuple(st.get_slice(k).get_shape()) for k in st.keys()}
+        shapes = {k: tuple(st.get_slice(k).get_shape()) for k in st.keys()}  # noqa: SIM118 (safe_open is not iterable)
     H = 576
     assert shapes["fc.weight"] == (H, 3 * H)
     assert shapes["midlayer.self_attn.q_proj.weight"] == (H, 2 * H)
@@ -180,6 +208,10 @@ def test_short_eagle3_training_writes_the_layout_vllm_loads(tmp_path, target, ta
 
     assert torch.equal((torch.arange(256) + d2t).sort().values, torch.nonzero(t2d).flatten())
     assert t2d[2]  # the end-of-turn token can always be drafted
+    # reloaded from the checkpoint it scores as it was trained (a misnamed tensor would not)
+    head, emb, t2d_index = load_eagle3(out, target)
+    again = evaluate(head, emb, partition(load_pass(target_pass_file))[1], t2d_index, 2)
+    assert again["val_loss_step0"] == pytest.approx(figures["val_loss_step0"], rel=0.01)
 
 
 def test_ttt_unroll_equals_drafting_step_by_step_with_a_kv_cache():

