@@ -12,6 +12,7 @@
 2. Prompts (`build_prompts`): chat-style instructions made from corpus passages (continue,
    summarise, explain, retell, questions about a passage) and from topics named in the corpora.
    The held-out evaluation prompts (specviz's built-in "chat" set and benchmarks/) never occur.
+   Everyday questions come from `chat.chat_prompts` (`data --kind chat`), appended with `append`.
 3. On-policy answers (`generate`): the target's own greedy answers to those prompts, generated with
    vLLM (as the EAGLE-3 recipes train on the target's outputs rather than on human text). Greedy
    answers are what the drafter must predict when the demo runs at temperature 0.
