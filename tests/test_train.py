@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import pytest
 
@@ -267,8 +268,49 @@ def test_a_step_schedule_of_zero_steps_fits_the_time_budget(monkeypatch):
     assert schedule.auto and not schedule.fit(3)
     now[0] = 104.0
     assert schedule.fit(common.PROBE_STEPS) and schedule.steps == 1200
+    now[0] = 104.0 + (common.REFIT_STEP - common.PROBE_STEPS) * 0.25  # later steps run at 0.25 s, not 0.5 s
+    assert schedule.fit(common.REFIT_STEP)
+    assert schedule.steps == common.REFIT_STEP + int((600 - 18) / 0.25)  # 18 s spent by then
     assert schedule.lr(0) == pytest.approx(1e-3 / common.PROBE_STEPS)  # warm-up over the probe
     assert schedule.command_args() == "--steps 0 --time-budget-s 600"
     assert schedule.command_note(1200) == "   # 1200 steps fitted the budget"
     fixed = common.StepSchedule(50, time_budget_s=600, peak_lr=1e-3)
     assert not fixed.auto and fixed.steps == 50 and fixed.command_note(50) == ""
+
+
+def test_the_held_out_pass_is_made_once_per_target_and_answer_length(tmp_path, monkeypatch):
+    from specviz.train import heldout, targets
+
+    made = []
+
+    def fake_generate(target, prompts, out, **kw):
+        made.append((Path(target).name, kw["max_tokens"]))
+        _fake_data(out, n=len(prompts))
+
+    def fake_pass(target, answers, out, **kw):
+        Path(out).write_bytes(Path(answers).read_bytes())
+
+    monkeypatch.setattr(data, "generate", fake_generate)
+    monkeypatch.setattr(targets, "target_pass", fake_pass)
+    first = heldout.heldout_pass(Path("/models/SmolLM2-135M-Instruct"), 64, cache=tmp_path)
+    assert first.name == "heldout_pass_SmolLM2-135M-Instruct_64.pt"
+    assert heldout.heldout_pass(Path("/models/SmolLM2-135M-Instruct"), 64, cache=tmp_path) == first
+    assert heldout.heldout_pass(Path("/models/Other-Target"), 64, cache=tmp_path) != first
+    assert heldout.heldout_pass(Path("/models/SmolLM2-135M-Instruct"), 32, cache=tmp_path) != first
+    assert made == [("SmolLM2-135M-Instruct", 64), ("Other-Target", 64), ("SmolLM2-135M-Instruct", 32)]
+
+
+def test_held_out_figures_score_every_answer_with_each_saved_drafter(tmp_path, target, target_pass_file):
+    from specviz.train.draft import train_draft
+    from specviz.train.eagle3 import train_eagle3
+    from specviz.train.heldout import heldout_figures
+
+    quiet = {"progress": lambda *_: None, "batch_tokens": 512}
+    train_draft(target, target_pass_file, tmp_path / "d", steps=1, hidden=64, layers=1, vocab=512, **quiet)
+    train_eagle3(target, target_pass_file, tmp_path / "e", steps=1, draft_vocab=256, ttt_steps=2, intermediate=128, **quiet)
+    both = heldout_figures(target, target_pass_file, tmp_path / "d", tmp_path / "e", ks=3)
+    assert set(both) == {"draft_model", "eagle3"}
+    assert set(both["eagle3"]["sim_mean_acceptance_length"]) == {1, 2, 3}
+    for figures in both.values():
+        assert all(1.0 <= a <= 1 + k for k, a in figures["sim_mean_acceptance_length"].items())
+    assert set(heldout_figures(target, target_pass_file, tmp_path / "d", None)) == {"draft_model"}

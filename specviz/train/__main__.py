@@ -66,7 +66,7 @@ def cmd_draft(args) -> None:
 
     train_draft(_target(args.target), Path(args.data), Path(args.out), steps=args.steps, seed=args.seed,
                 hidden=args.hidden, layers=args.layers, vocab=args.vocab, time_budget_s=args.time_budget_s,
-                batch_tokens=args.batch_tokens, lr=args.lr)
+                batch_tokens=args.batch_tokens, lr=args.lr, threads=args.threads)
 
 
 def cmd_eagle3(args) -> None:
@@ -74,7 +74,7 @@ def cmd_eagle3(args) -> None:
 
     train_eagle3(_target(args.target), Path(args.data), Path(args.out), steps=args.steps, seed=args.seed,
                  draft_vocab=args.draft_vocab, ttt_steps=args.ttt_steps, time_budget_s=args.time_budget_s,
-                 batch_tokens=args.batch_tokens, lr=args.lr)
+                 batch_tokens=args.batch_tokens, lr=args.lr, threads=args.threads)
 
 
 def cmd_heldout(args) -> None:
@@ -128,6 +128,7 @@ def main(argv=None) -> int:
         p.add_argument("--time-budget-s", type=float, default=1200)
         p.add_argument("--batch-tokens", type=int, default=4096)
         p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--threads", type=int, default=2, help="torch threads (1 each to train both at once on 2 cores)")
         if name == "draft":
             p.add_argument("--hidden", type=int, default=384)
             p.add_argument("--layers", type=int, default=4)

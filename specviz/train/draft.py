@@ -193,13 +193,13 @@ def init_from_target(model, target: Path, keep, hidden: int) -> None:
 
 def train_draft(target: Path, data: Path, out: Path, *, steps: int = 3000, seed: int = 0, hidden: int = 384,
                 layers: int = 4, vocab: int = 8192, time_budget_s: float = 1200, batch_tokens: int = 4096,
-                lr: float = 2e-3, eval_every: int = 0, progress=print) -> dict:
+                lr: float = 2e-3, eval_every: int = 0, threads: int = 2, progress=print) -> dict:
     """Train on the target pass in `data`; save to `out`. `steps` 0 = as many as fit `time_budget_s`."""
     import torch
     from tqdm import tqdm
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    seed_everything(seed, threads=2)
+    seed_everything(seed, threads=threads)
     started = time.monotonic()
     blob = load_pass(data)
     train, val = partition(blob)
@@ -269,7 +269,7 @@ def train_draft(target: Path, data: Path, out: Path, *, steps: int = 3000, seed:
                 "final_train_loss": round(ema or 0, 4), "parameters": n_params, "vocab": vocab,
                 "vocab_coverage_of_answers": round(coverage, 4)}
     command = (f"python -m specviz.train draft --seed {seed} --hidden {hidden} --layers {layers} --vocab {vocab} "
-               f"{schedule.command_args()} --batch-tokens {batch_tokens} --lr {lr:g}" + schedule.command_note(step))
+               f"{schedule.command_args()} --batch-tokens {batch_tokens} --lr {lr:g} --threads {threads}" + schedule.command_note(step))
     save_draft(model, target, keep, out, cfg, figures, blob["meta"], seed=seed, history=history, command=command)
     _print_figures("draft model", figures)
     progress(f"saved to {out} (total {time.monotonic() - started:.0f} s)")

@@ -316,12 +316,12 @@ def evaluate(head, emb, seqs, t2d_index, steps: int, batch_tokens: int = 4096) -
 
 def train_eagle3(target: Path, data: Path, out: Path, *, steps: int = 3000, seed: int = 0, draft_vocab: int = 4096,
                  ttt_steps: int = 3, time_budget_s: float = 1500, batch_tokens: int = 4096, lr: float = 5e-4,
-                 intermediate: int | None = None, progress=print) -> dict:
+                 intermediate: int | None = None, threads: int = 2, progress=print) -> dict:
     """Train on the target pass in `data`; save to `out`. `steps` 0 = as many as fit `time_budget_s`."""
     import torch
     from tqdm import tqdm
 
-    seed_everything(seed, threads=2)
+    seed_everything(seed, threads=threads)
     started = time.monotonic()
     blob = load_pass(data)
     train, val = partition(blob)
@@ -387,7 +387,7 @@ def train_eagle3(target: Path, data: Path, out: Path, *, steps: int = 3000, seed
                 "final_train_loss": round(ema or 0, 4), "parameters": n_params,
                 "draft_vocab": draft_vocab, "draft_vocab_coverage": round(coverage, 4)}
     command = (f"python -m specviz.train eagle3 --seed {seed} --draft-vocab {draft_vocab} --ttt-steps {ttt_steps} "
-               f"{schedule.command_args()} --batch-tokens {batch_tokens} --lr {lr:g}" + schedule.command_note(step))
+               f"{schedule.command_args()} --batch-tokens {batch_tokens} --lr {lr:g} --threads {threads}" + schedule.command_note(step))
     save_eagle3(head, target, target_cfg, Path(out), d2t, t2d, layer_ids, intermediate, figures, blob["meta"],
                 seed=seed, history=history, command=command)
     print("\n== EAGLE-3 head ==")

@@ -19,13 +19,15 @@ from . import CACHE_DIR
 
 
 def heldout_pass(target: Path, max_tokens: int = 64, cache: Path = CACHE_DIR) -> Path:
-    """The target pass over the held-out answers (made once per `max_tokens`, then cached)."""
+    """The target pass over the held-out answers (made once per target folder name and `max_tokens`,
+    then cached: `.cache/train/heldout_pass_SmolLM2-135M-Instruct_64.pt`)."""
     from .data import HELDOUT_CHAT, generate
     from .targets import target_pass
 
-    pass_file = Path(cache) / f"heldout_pass_{max_tokens}.pt"
+    key = f"{Path(target).name}_{max_tokens}"
+    pass_file = Path(cache) / f"heldout_pass_{key}.pt"
     if not pass_file.is_file():
-        answers = Path(cache) / f"heldout_{max_tokens}.pt"
+        answers = Path(cache) / f"heldout_{key}.pt"
         generate(target, HELDOUT_CHAT, answers, max_tokens=max_tokens, time_budget_s=600)
         # the pass needs a training part; heldout_figures reads both parts
         target_pass(target, answers, pass_file, val_fraction=0.9)
