@@ -59,8 +59,8 @@ class StepSchedule:
 
     def fit(self, step: int) -> bool:
         """At the end of the probe, and again at REFIT_STEP, set the number of steps from the pace
-        so far; True when it did. (Budget 1200 s; steps 8..64 took 56 s at 110 s elapsed -> 64 +
-        (1200 - 110) / 1.0 = 1154 steps.)"""
+        so far; True when it did. (Budget 1200 s; the probe ended at 54 s and step 64 at 110 s, so
+        1.0 s a step -> 64 + (1200 - 110) / 1.0 = 1154 steps.)"""
         if not self.auto:
             return False
         if step == PROBE_STEPS:
