@@ -221,7 +221,20 @@ def test_a_server_that_dies_mid_run_leaves_an_incomplete_run_and_no_processes(ti
     with LocalServer(model=target, spec=_specs(tiny[1])["ngram"], dtype="float32") as server:
         server.start()
         pgid = server.proc.pid
-        killer = threading.Timer(3.0, os.killpg, (pgid, signal.SIGKILL))
+        trace_path = server.trace_path
+
+        def kill_once_decoding() -> None:
+            # Kill once the run's own requests (not the warm-up's) have steps on disk, so tokens have
+            # reached the client; a fixed timer fired before the first token on a slower machine.
+            deadline = time.monotonic() + 240
+            while time.monotonic() < deadline:
+                lines = trace_path.read_text().splitlines() if trace_path.exists() else []
+                if sum('"cmpl-warmup' not in line and "cmpl-" in line for line in lines) >= 20:
+                    break
+                time.sleep(0.2)
+            os.killpg(pgid, signal.SIGKILL)
+
+        killer = threading.Thread(target=kill_once_decoding, daemon=True)
         killer.start()
         run = record(server, ["Count from 1 to 1000."] * 4, prompt_set="long", concurrency=2, max_tokens=1500)
     assert not run.meta.complete
