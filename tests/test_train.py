@@ -116,6 +116,33 @@ def test_target_pass_keeps_hidden_states_and_the_targets_top_k(target_pass_file)
     assert blob["meta"]["layer_ids"] == [2, 15, 27]
 
 
+def test_appending_to_a_pass_runs_only_new_samples_and_keeps_the_validation_split(tmp_path, target, target_pass_file):
+    import shutil
+
+    import torch
+
+    from specviz.train.targets import load_pass, sequence, target_pass
+
+    before = load_pass(target_pass_file)
+    path = shutil.copy(target_pass_file, tmp_path / "pass.pt")
+    meta, samples = data.load_samples(target_pass_file.parent / "data.pt")
+    val_prompt = next(s["ids"][:s["plen"]] for s in before["seqs"] if s["val"])
+    new = [{"prompt": "n0", "prompt_ids": [5, 6, 7], "output_ids": [8, 9, 2]},
+           {"prompt": "n1", "prompt_ids": [15, 16], "output_ids": [17, 2]},
+           {"prompt": "again", "prompt_ids": list(val_prompt), "output_ids": [3, 4, 2]}]  # a second answer to a val prompt
+    torch.save({"meta": meta, "samples": samples + new}, tmp_path / "data.pt")
+    after = target_pass(target, tmp_path / "data.pt", path, append=True, progress=lambda *_: None)
+    assert after["sequences"] == 26 and after["val_sequences"] == 1 and len(after["parts"]) == 2
+    blob = load_pass(path)
+    assert torch.equal(blob["hidden"][:before["hidden"].shape[0]], before["hidden"])
+    assert sorted(s["ids"] for s in blob["seqs"][24:]) == [[5, 6, 7, 8, 9, 2], [15, 16, 17, 2]]
+    last = sequence(blob, 25)
+    assert last["hidden"].shape == (len(last["ids"]), 3 * 576)
+    assert blob["seqs"][25]["start"] + len(last["ids"]) == blob["hidden"].shape[0] == blob["top_ids"].shape[0]
+    with pytest.raises(data.DataError, match="no sample that"):
+        target_pass(target, tmp_path / "data.pt", path, append=True, progress=lambda *_: None)
+
+
 def test_a_foreign_file_is_refused_as_a_target_pass(tmp_path):
     import torch
 

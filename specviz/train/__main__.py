@@ -44,12 +44,12 @@ def cmd_data(args) -> None:
             print(repr(p[:120]))
         return
     out = Path(args.out)
+    options = {"max_tokens": args.max_tokens, "time_budget_s": args.time_budget_s, "batch": args.batch,
+               "temperature": args.temperature, "seed": args.seed}
     if args.append:
-        meta = append(out, lambda new: generate(_target(args.target), prompts, new, max_tokens=args.max_tokens,
-                                                time_budget_s=args.time_budget_s, batch=args.batch))
+        meta = append(out, lambda new: generate(_target(args.target), prompts, new, **options))
     else:
-        meta = generate(_target(args.target), prompts, out, max_tokens=args.max_tokens,
-                        time_budget_s=args.time_budget_s, batch=args.batch)
+        meta = generate(_target(args.target), prompts, out, **options)
     print("on-policy data: " + ", ".join(f"{k}={v}" for k, v in meta.items()))
 
 
@@ -57,7 +57,7 @@ def cmd_targets(args) -> None:
     from .targets import target_pass
 
     meta = target_pass(_target(args.target), Path(args.data), Path(args.out), time_budget_s=args.time_budget_s,
-                       batch_tokens=args.batch_tokens, seed=args.seed)
+                       batch_tokens=args.batch_tokens, seed=args.seed, append=args.append)
     print("target pass: " + ", ".join(f"{k}={v}" for k, v in meta.items() if k != "data"))
 
 
@@ -104,6 +104,8 @@ def main(argv=None) -> int:
     d.add_argument("--target", help="target model folder (default: the demo model)")
     d.add_argument("--prompts", type=int, default=3000)
     d.add_argument("--max-tokens", type=int, default=160)
+    d.add_argument("--temperature", type=float, default=0.0,
+                   help="0 = greedy answers; > 0 samples (seeded by --seed), e.g. a second answer to the same prompts")
     d.add_argument("--time-budget-s", type=float, default=600)
     d.add_argument("--seed", type=int, default=0)
     d.add_argument("--out", default=data_file)
@@ -117,6 +119,8 @@ def main(argv=None) -> int:
     t.add_argument("--time-budget-s", type=float, default=900)
     t.add_argument("--batch-tokens", type=int, default=4096)
     t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--append", action="store_true",
+                   help="only pass the samples --out lacks (after `data --append`) and add them to it")
     t.set_defaults(fn=cmd_targets)
 
     for name, out, fn in (("draft", DRAFT_DIR, cmd_draft), ("eagle3", EAGLE3_DIR, cmd_eagle3)):

@@ -241,11 +241,13 @@ def build_prompts(corpora: dict[str, list[str]], n: int, seed: int = 0, exclude:
 
 
 def generate(target: Path, prompts: list[str], out: Path, *, max_tokens: int = 160, time_budget_s: float = 720,
-             batch: int = 96, progress=print) -> dict:
-    """The target's greedy answers to `prompts` (chat template applied), with vLLM; saved to `out`.
+             batch: int = 96, temperature: float = 0.0, seed: int = 0, progress=print) -> dict:
+    """The target's answers to `prompts` (chat template applied), with vLLM; saved to `out`.
 
-    Stops after `time_budget_s` (whole batches), so a slow machine gets fewer samples rather than
-    a longer wait. Needs an `if __name__ == "__main__":` guard in the caller (vLLM spawns).
+    Greedy by default; `temperature` > 0 samples (seeded), which gives a second, different answer to
+    prompts already answered greedily: more of the target's own text without new prompts. Stops after
+    `time_budget_s` (whole batches), so a slow machine gets fewer samples rather than a longer wait.
+    Needs an `if __name__ == "__main__":` guard in the caller (vLLM spawns).
     """
     import os
 
@@ -261,7 +263,7 @@ def generate(target: Path, prompts: list[str], out: Path, *, max_tokens: int = 1
     tokenizer = AutoTokenizer.from_pretrained(str(target))
     llm = LLM(model=str(target), dtype="bfloat16", seed=0, max_num_seqs=batch, max_model_len=1024,
               enforce_eager=True)
-    params = SamplingParams(temperature=0.0, max_tokens=max_tokens, seed=0)
+    params = SamplingParams(temperature=temperature, max_tokens=max_tokens, seed=seed)
     samples = []
     started = time.monotonic()
     bar = tqdm(total=len(prompts), desc="on-policy answers", unit="prompt")
@@ -279,6 +281,7 @@ def generate(target: Path, prompts: list[str], out: Path, *, max_tokens: int = 1
     n_out = sum(len(s["output_ids"]) for s in samples)
     meta = {"target": str(target), "prompts": len(samples), "output_tokens": n_out,
             "prompt_tokens": sum(len(s["prompt_ids"]) for s in samples), "max_tokens": max_tokens,
+            "temperature": temperature,
             "generation_s": round(elapsed, 1), "output_tokens_per_s": round(n_out / elapsed, 1)}
     out.parent.mkdir(parents=True, exist_ok=True)
     torch.save({"meta": meta, "samples": samples}, out)

@@ -38,8 +38,15 @@ def aux_layer_ids(num_layers: int) -> list[int]:
 
 
 def target_pass(target: Path, data: Path, out: Path, *, time_budget_s: float = 900, batch_tokens: int = 4096,
-                val_fraction: float = 0.05, seed: int = 0, progress=print) -> dict:
-    """Run the target over the on-policy data in `data`; save hidden states and top-K to `out`."""
+                val_fraction: float = 0.05, seed: int = 0, append: bool = False, progress=print) -> dict:
+    """Run the target over the on-policy data in `data`; save hidden states and top-K to `out`.
+
+    With `append`, `out` is an earlier pass over part of `data`: only the samples it lacks are run,
+    all as training sequences (the validation split stays the earlier one, so figures compare across
+    runs), minus those whose prompt is a validation prompt (e.g. a sampled second answer to it).
+    Example: a pass over 4622 greedy answers + `data --append --temperature 0.8` on 2318 chat prompts
+    -> 2318 new sequences less the ~115 with a validation prompt.
+    """
     import json
 
     import torch
@@ -47,9 +54,23 @@ def target_pass(target: Path, data: Path, out: Path, *, time_budget_s: float = 9
     from transformers import LlamaForCausalLM
 
     meta, samples = load_samples(data)
-    train_s, val_s = split(samples, val_fraction=val_fraction, seed=seed)
+    old = None
+    if append:
+        old = load_pass(out)
+        have = {tuple(s["ids"]) for s in old["seqs"]}
+        val_prompts = {tuple(s["ids"][:s["plen"]]) for s in old["seqs"] if s["val"]}
+        train_s = [s for s in samples if tuple((s["prompt_ids"] + s["output_ids"])[:MAX_LEN]) not in have
+                   and tuple(s["prompt_ids"][:MAX_LEN]) not in val_prompts]
+        val_s = []
+        if not train_s:
+            raise DataError(f"{data} has no sample that {out} lacks; add some with `python -m specviz.train data --append`")
+    else:
+        train_s, val_s = split(samples, val_fraction=val_fraction, seed=seed)
     cfg = json.loads((Path(target) / "config.json").read_text())
     layer_ids = aux_layer_ids(cfg["num_hidden_layers"])
+    if old is not None and old["meta"]["layer_ids"] != layer_ids:
+        raise DataError(f"{out} was made with layers {old['meta']['layer_ids']}, this target uses {layer_ids}; "
+                        "make a new pass without --append")
     model = LlamaForCausalLM.from_pretrained(str(target), dtype=torch.bfloat16)
     model.eval()
     captured: dict[int, torch.Tensor] = {}
@@ -59,8 +80,9 @@ def target_pass(target: Path, data: Path, out: Path, *, time_budget_s: float = 9
     seqs: list[dict] = []
     hidden, top_ids, top_logp = [], [], []
     started = time.monotonic()
-    agree = answer_positions = offset = 0
-    bar = tqdm(total=len(samples), desc="target pass", unit="seq")
+    agree = answer_positions = 0
+    offset = int(old["hidden"].shape[0]) if old is not None else 0
+    bar = tqdm(total=len(train_s) + len(val_s), desc="target pass", unit="seq")
     rng = random.Random(seed)
     with torch.no_grad():
         for part, part_samples in ((True, val_s), (False, train_s)):  # validation first
@@ -100,15 +122,35 @@ def target_pass(target: Path, data: Path, out: Path, *, time_budget_s: float = 9
         raise DataError(f"the target pass covered no training sequence in {time_budget_s:.0f} s; raise --time-budget-s")
     elapsed = time.monotonic() - started
     n_tokens = sum(len(s["ids"]) for s in seqs)
-    pass_meta = {"data": meta, "layer_ids": layer_ids, "top_k": TOP_K, "sequences": len(seqs),
+    # greedy_agreement only means "the pass matches vLLM" on greedy answers; on sampled ones it is lower by design
+    part_meta = {"data": meta, "layer_ids": layer_ids, "top_k": TOP_K, "sequences": len(seqs),
                  "val_sequences": sum(s["val"] for s in seqs), "tokens": n_tokens,
                  "train_answer_tokens": sum(len(s["ids"]) - s["plen"] for s in seqs if not s["val"]),
                  "pass_s": round(elapsed, 1), "tokens_per_s": round(n_tokens / elapsed, 1),
                  "greedy_agreement": round(agree / max(1, answer_positions), 4)}
+    blob = {"meta": part_meta, "seqs": seqs, "hidden": torch.cat(hidden), "top_ids": torch.cat(top_ids),
+            "top_logp": torch.cat(top_logp)}
+    if old is not None:
+        blob = _joined(old, blob)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"meta": pass_meta, "seqs": seqs, "hidden": torch.cat(hidden), "top_ids": torch.cat(top_ids),
-                "top_logp": torch.cat(top_logp)}, out)
-    return pass_meta
+    torch.save(blob, out)
+    return blob["meta"]
+
+
+def _joined(old: dict, new: dict) -> dict:
+    """One pass from an earlier pass and an appended one (whose offsets already start after it).
+
+    Example: 4622 sequences / 861k tokens + 2203 / 410k -> 6825 / 1.27M; meta {"parts": [m1, m2], ...}."""
+    import torch
+
+    parts = [{k: v for k, v in m.items() if k != "data"} for m in (*old["meta"].get("parts", [old["meta"]]), new["meta"])]
+    seqs = old["seqs"] + new["seqs"]
+    meta = {"data": new["meta"]["data"], "parts": parts, "layer_ids": new["meta"]["layer_ids"],
+            "top_k": TOP_K, "sequences": len(seqs), "val_sequences": sum(s["val"] for s in seqs),
+            "tokens": sum(p["tokens"] for p in parts),
+            "train_answer_tokens": sum(p["train_answer_tokens"] for p in parts),
+            "pass_s": round(sum(p["pass_s"] for p in parts), 1), "greedy_agreement": parts[0]["greedy_agreement"]}
+    return {"meta": meta, "seqs": seqs, **{k: torch.cat([old[k], new[k]]) for k in ("hidden", "top_ids", "top_logp")}}
 
 
 def load_pass(path: Path) -> dict:
