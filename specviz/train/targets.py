@@ -122,7 +122,6 @@ def target_pass(target: Path, data: Path, out: Path, *, time_budget_s: float = 9
         raise DataError(f"the target pass covered no training sequence in {time_budget_s:.0f} s; raise --time-budget-s")
     elapsed = time.monotonic() - started
     n_tokens = sum(len(s["ids"]) for s in seqs)
-    # greedy_agreement only means "the pass matches vLLM" on greedy answers; on sampled ones it is lower by design
     part_meta = {"data": meta, "layer_ids": layer_ids, "top_k": TOP_K, "sequences": len(seqs),
                  "val_sequences": sum(s["val"] for s in seqs), "tokens": n_tokens,
                  "train_answer_tokens": sum(len(s["ids"]) - s["plen"] for s in seqs if not s["val"]),
@@ -143,6 +142,8 @@ def _joined(old: dict, new: dict) -> dict:
     Example: 4622 sequences / 861k tokens + 2203 / 410k -> 6825 / 1.27M; meta {"parts": [m1, m2], ...}."""
     import torch
 
+    # greedy_agreement checks the pass against vLLM only on greedy answers (the first part's); a
+    # sampled answer departs from the target's greedy choice by design
     parts = [{k: v for k, v in m.items() if k != "data"} for m in (*old["meta"].get("parts", [old["meta"]]), new["meta"])]
     seqs = old["seqs"] + new["seqs"]
     meta = {"data": new["meta"]["data"], "parts": parts, "layer_ids": new["meta"]["layer_ids"],
