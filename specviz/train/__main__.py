@@ -139,7 +139,7 @@ def main(argv=None) -> int:
             p.add_argument("--vocab", type=int, default=8192, help="the draft's own vocabulary, <|unk|> included")
             p.add_argument("--lr", type=float, default=2e-3)
         else:
-            p.add_argument("--draft-vocab", type=int, default=4096)
+            p.add_argument("--draft-vocab", type=int, default=6144)
             p.add_argument("--ttt-steps", type=int, default=3)
             p.add_argument("--lr", type=float, default=7e-4)
         p.set_defaults(fn=fn)

@@ -314,7 +314,7 @@ def evaluate(head, emb, seqs, t2d_index, steps: int, batch_tokens: int = 4096) -
             "sim_acceptance_per_pos": {k: [round(x, 3) for x in v[1]] for k, v in sim.items()}}
 
 
-def train_eagle3(target: Path, data: Path, out: Path, *, steps: int = 3000, seed: int = 0, draft_vocab: int = 4096,
+def train_eagle3(target: Path, data: Path, out: Path, *, steps: int = 3000, seed: int = 0, draft_vocab: int = 6144,
                  ttt_steps: int = 3, time_budget_s: float = 1500, batch_tokens: int = 4096, lr: float = 5e-4,
                  intermediate: int | None = None, threads: int = 2, progress=print) -> dict:
     """Train on the target pass in `data`; save to `out`. `steps` 0 = as many as fit `time_budget_s`."""
