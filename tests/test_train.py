@@ -209,6 +209,36 @@ def test_short_draft_training_writes_a_loadable_checkpoint(tmp_path, target, tar
     assert again["val_loss"] == pytest.approx(figures["val_loss"], rel=0.01)
 
 
+def test_a_draft_copied_from_all_the_targets_layers_is_the_target(target):
+    """copy_target_layers puts each weight where the target had it: given every layer and every
+    token, the draft computes the target's logits (plus one for <|unk|>)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from specviz.train.draft import copy_target_layers, target_shaped_config
+
+    tc = json.loads((target / "config.json").read_text())
+    every_layer = tuple(range(tc["num_hidden_layers"]))
+    draft = LlamaForCausalLM(LlamaConfig(**target_shaped_config(tc, len(every_layer), tc["vocab_size"] + 1, {})))
+    copy_target_layers(draft, target, torch.arange(tc["vocab_size"]), every_layer)
+    reference = LlamaForCausalLM.from_pretrained(str(target), dtype=torch.float32)
+    ids = torch.tensor([[1, 504, 3458, 314, 260, 1345]])
+    with torch.no_grad():
+        assert torch.allclose(draft(ids).logits[..., :-1], reference(ids).logits, atol=1e-3)
+    with pytest.raises(ValueError, match="do not fit"):
+        copy_target_layers(draft, target, torch.arange(tc["vocab_size"]), every_layer + (0,))
+
+
+def test_draft_refuses_target_layers_the_target_lacks_before_loading_anything(tmp_path, target):
+    from specviz.train.__main__ import main
+
+    nowhere = str(tmp_path / "no-pass.pt")  # refused before the (missing) pass would be read
+    with pytest.raises(SystemExit, match=r"\[40\]: .* has layers 0\.\.29"):
+        main(["draft", "--target", str(target), "--data", nowhere, "--from-target-layers", "0,40"])
+    with pytest.raises(SystemExit):  # argparse: not numbers
+        main(["draft", "--target", str(target), "--data", nowhere, "--from-target-layers", "first,last"])
+
+
 def test_short_eagle3_training_writes_the_layout_vllm_loads(tmp_path, target, target_pass_file):
     from safetensors import safe_open
 

@@ -3,7 +3,7 @@
     python -m specviz.train data      # corpora -> prompts -> the target's own greedy answers (vLLM)
     python -m specviz.train data --kind chat --append   # + answers to everyday questions (specviz.train.chat)
     python -m specviz.train targets   # the target's pass over them: hidden states and top-8 per position
-    python -m specviz.train draft     # a 4-layer draft model with its own 8192-token vocabulary, distilled
+    python -m specviz.train draft     # a draft model cut down from the target, its own 7168-token vocabulary, distilled
     python -m specviz.train eagle3    # an EAGLE-3 head trained on the target's hidden states
     python -m specviz.train heldout   # both drafters' simulated acceptance on held-out chat answers
 

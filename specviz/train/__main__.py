@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -61,12 +62,24 @@ def cmd_targets(args) -> None:
     print("target pass: " + ", ".join(f"{k}={v}" for k, v in meta.items() if k != "data"))
 
 
+def _layer_ids(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(i) for i in text.split(",") if i.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give layer numbers separated by commas, e.g. 0,1") from None
+
+
 def cmd_draft(args) -> None:
     from .draft import train_draft
 
-    train_draft(_target(args.target), Path(args.data), Path(args.out), steps=args.steps, seed=args.seed,
+    target = _target(args.target)
+    n_layers = json.loads((target / "config.json").read_text())["num_hidden_layers"]
+    if bad := [i for i in args.from_target_layers if not 0 <= i < n_layers]:
+        raise SystemExit(f"error: --from-target-layers {bad}: {target.name} has layers 0..{n_layers - 1}")
+    train_draft(target, Path(args.data), Path(args.out), steps=args.steps, seed=args.seed,
                 hidden=args.hidden, layers=args.layers, vocab=args.vocab, time_budget_s=args.time_budget_s,
-                batch_tokens=args.batch_tokens, lr=args.lr, threads=args.threads)
+                batch_tokens=args.batch_tokens, lr=args.lr, threads=args.threads,
+                from_target_layers=args.from_target_layers)
 
 
 def cmd_eagle3(args) -> None:
@@ -134,10 +147,13 @@ def main(argv=None) -> int:
         p.add_argument("--seed", type=int, default=0)
         p.add_argument("--threads", type=int, default=2, help="torch threads (1 each to train both at once on 2 cores)")
         if name == "draft":
-            p.add_argument("--hidden", type=int, default=384)
-            p.add_argument("--layers", type=int, default=4)
-            p.add_argument("--vocab", type=int, default=8192, help="the draft's own vocabulary, <|unk|> included")
+            p.add_argument("--hidden", type=int, default=384, help="with --from-target-layers '' only")
+            p.add_argument("--layers", type=int, default=4, help="with --from-target-layers '' only")
+            p.add_argument("--vocab", type=int, default=7168, help="the draft's own vocabulary, <|unk|> included")
             p.add_argument("--lr", type=float, default=2e-3)
+            p.add_argument("--from-target-layers", type=_layer_ids, default=(0, 1), metavar="I,J,...",
+                           help="start as the target cut down to these layers, at its width (default 0,1); "
+                                "'' for random layers of --hidden and --layers")
         else:
             p.add_argument("--draft-vocab", type=int, default=6144)
             p.add_argument("--ttt-steps", type=int, default=3)

@@ -1,15 +1,16 @@
 """A small draft model for SmolLM2-135M-Instruct, distilled from the target.
 
-Recipe (defaults):
-- architecture: a Llama with hidden 384, 4 layers, 6 heads of 64, tied embeddings, and its own
-  8192-token vocabulary: the tokens the target uses most, as strings of SmolLM2's tokenizer, plus
-  an `<|unk|>` for the rest. vLLM's `draft_model` runs it with `use_heterogeneous_vocab: true`,
-  mapping token ids between the two vocabularies by their strings (`vllm/v1/spec_decode/
-  vocab_mapping.py`) and keeping drafts inside the shared ones. A 49152-token embedding at hidden
-  256 alone would be 25 MB; 8192 x 384 is 6 MB, which leaves room for a wider, deeper model.
-- initialisation: the embedding (= the tied lm_head) is the target's embedding of those tokens
-  projected on its top principal directions (SVD), so the draft starts knowing which tokens are
-  alike; the layers are random.
+Recipe (the command line's defaults):
+- architecture: the target cut down to two decoder layers (its width: hidden 576, 9 heads of 64,
+  3 KV heads, MLP 1536), tied embeddings, and its own 7168-token vocabulary: the tokens the target
+  uses most, as strings of SmolLM2's tokenizer, plus an `<|unk|>` for the rest. vLLM's
+  `draft_model` runs it with `use_heterogeneous_vocab: true`, mapping token ids between the two
+  vocabularies by their strings (`vllm/v1/spec_decode/vocab_mapping.py`) and keeping drafts inside
+  the shared ones. SmolLM2's own 49152 x 576 embedding alone would be 57 MB in bf16; 7168 x 576 is 8 MB.
+- initialisation (`from_target_layers=(0, 1)`): the target's layers 0 and 1, its final norm and its
+  embedding rows of the kept tokens. Cut down so far it predicts almost nothing (top-1 3%), but it
+  learns far faster than random layers. Without `from_target_layers` the layers start random at
+  `hidden` x `layers` and the embedding is the target's projected on its top principal directions.
 - data: the target pass (specviz.train.targets): at every position of prompt + the target's own
   greedy answer, the target's greedy choice and its 8 most likely tokens. The loss mixes
   cross-entropy against the greedy choice and against that top-8 distribution (`distill_loss`);
@@ -51,6 +52,13 @@ def draft_config(target_config: dict, hidden: int, layers: int, vocab_size: int,
             "num_key_value_heads": heads, "head_dim": 64, "tie_word_embeddings": True, "attention_bias": False,
             "mlp_bias": False, "initializer_range": 0.02, "use_cache": True, "vocab_size": vocab_size} | special
     return cfg
+
+
+def target_shaped_config(target_config: dict, layers: int, vocab_size: int, special: dict[str, int]) -> dict:
+    """`draft_config` with the target's own layer shapes, so that target layers can be copied in."""
+    shapes = ("intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim")
+    return draft_config(target_config, target_config["hidden_size"], layers, vocab_size, special) | {
+        k: target_config[k] for k in shapes}
 
 
 def choose_vocab(seqs: list[dict], size: int, target_vocab: int, always: list[int]):
@@ -191,10 +199,32 @@ def init_from_target(model, target: Path, keep, hidden: int) -> None:
         model.model.embed_tokens.weight[len(keep):] = proj.mean(0)  # <|unk|>
 
 
+def copy_target_layers(model, target: Path, keep, layer_ids: tuple[int, ...]) -> None:
+    """Start as the target cut down: its decoder layers `layer_ids` (e.g. (0, 29): the first and the
+    last), its final norm, and its embedding rows of the kept tokens (<|unk|> = their mean)."""
+    import torch
+    from safetensors import safe_open
+
+    with safe_open(str(Path(target) / "model.safetensors"), framework="pt") as st:
+        emb = st.get_tensor("model.embed_tokens.weight")[keep]
+        state = {"model.embed_tokens.weight": torch.cat([emb, emb.mean(0, keepdim=True)]),
+                 "model.norm.weight": st.get_tensor("model.norm.weight")}
+        for new, old in enumerate(layer_ids):
+            prefix = f"model.layers.{old}."
+            state |= {f"model.layers.{new}.{name[len(prefix):]}": st.get_tensor(name)
+                      for name in st.keys() if name.startswith(prefix)}  # noqa: SIM118 (safe_open is not iterable)
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if unexpected or set(missing) - {"lm_head.weight"}:  # lm_head is tied to the embedding
+        raise ValueError(f"target layers do not fit the draft: missing {missing}, unexpected {unexpected}")
+
+
 def train_draft(target: Path, data: Path, out: Path, *, steps: int = 3000, seed: int = 0, hidden: int = 384,
                 layers: int = 4, vocab: int = 8192, time_budget_s: float = 1200, batch_tokens: int = 4096,
-                lr: float = 2e-3, eval_every: int = 0, threads: int = 2, progress=print) -> dict:
-    """Train on the target pass in `data`; save to `out`. `steps` 0 = as many as fit `time_budget_s`."""
+                lr: float = 2e-3, eval_every: int = 0, threads: int = 2, from_target_layers: tuple[int, ...] = (),
+                progress=print) -> dict:
+    """Train on the target pass in `data`; save to `out`. `steps` 0 = as many as fit `time_budget_s`.
+    `from_target_layers` starts from those layers of the target at its width (`hidden` and `layers`
+    then follow the target) instead of from random layers and a projected embedding."""
     import torch
     from tqdm import tqdm
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -209,9 +239,15 @@ def train_draft(target: Path, data: Path, out: Path, *, steps: int = 3000, seed:
     keep, to_draft = choose_vocab(train, vocab, target_config["vocab_size"], always)
     special = {k: int(to_draft[target_config[k]]) for k in ("bos_token_id", "eos_token_id", "pad_token_id")
                if isinstance(target_config.get(k), int)}
-    cfg = draft_config(target_config, hidden, layers, vocab, special)
-    model = LlamaForCausalLM(LlamaConfig(**cfg))
-    init_from_target(model, target, keep, hidden)
+    if from_target_layers:
+        cfg = target_shaped_config(target_config, len(from_target_layers), vocab, special)
+        hidden, layers = cfg["hidden_size"], cfg["num_hidden_layers"]
+        model = LlamaForCausalLM(LlamaConfig(**cfg))
+        copy_target_layers(model, target, keep, from_target_layers)
+    else:
+        cfg = draft_config(target_config, hidden, layers, vocab, special)
+        model = LlamaForCausalLM(LlamaConfig(**cfg))
+        init_from_target(model, target, keep, hidden)
     model.train()
     pad_id = special.get("pad_token_id", 0)
     answer_tokens = torch.cat([torch.tensor(s["ids"][s["plen"]:]) for s in train])
@@ -268,16 +304,19 @@ def train_draft(target: Path, data: Path, out: Path, *, steps: int = 3000, seed:
     figures |= {"steps": step, "train_tokens_seen": tokens_seen, "train_time_s": round(train_elapsed, 1),
                 "final_train_loss": round(ema or 0, 4), "parameters": n_params, "vocab": vocab,
                 "vocab_coverage_of_answers": round(coverage, 4)}
-    command = (f"python -m specviz.train draft --seed {seed} --hidden {hidden} --layers {layers} --vocab {vocab} "
+    shape = (f"--from-target-layers {','.join(map(str, from_target_layers))}" if from_target_layers
+             else f"--hidden {hidden} --layers {layers}")
+    command = (f"python -m specviz.train draft --seed {seed} {shape} --vocab {vocab} "
                f"{schedule.command_args()} --batch-tokens {batch_tokens} --lr {lr:g} --threads {threads}" + schedule.command_note(step))
-    save_draft(model, target, keep, out, cfg, figures, blob["meta"], seed=seed, history=history, command=command)
+    save_draft(model, target, keep, out, cfg, figures, blob["meta"], seed=seed, history=history, command=command,
+               from_target_layers=from_target_layers)
     _print_figures("draft model", figures)
     progress(f"saved to {out} (total {time.monotonic() - started:.0f} s)")
     return figures
 
 
 def save_draft(model, target: Path, keep, out: Path, cfg: dict, figures: dict, data_meta: dict, *, seed: int,
-               history: list, command: str) -> None:
+               history: list, command: str, from_target_layers: tuple[int, ...] = ()) -> None:
     import torch
     from safetensors.torch import save_file
 
@@ -294,8 +333,10 @@ def save_draft(model, target: Path, keep, out: Path, cfg: dict, figures: dict, d
                                       "loss_history": history})
     write_card(out, "SmolLM2-135M draft model (specviz)",
                f"A {cfg['num_hidden_layers']}-layer Llama (hidden {cfg['hidden_size']}) with its own "
-               f"{cfg['vocab_size']}-token vocabulary (SmolLM2's most used token strings plus {UNK}), distilled "
-               "from SmolLM2-135M-Instruct, for vLLM's `draft_model` method with heterogeneous vocabularies:\n\n"
+               f"{cfg['vocab_size']}-token vocabulary (SmolLM2's most used token strings plus {UNK}), "
+               + (f"started from SmolLM2-135M-Instruct's decoder layers {', '.join(map(str, from_target_layers))} and "
+                  if from_target_layers else "")
+               + "distilled from SmolLM2-135M-Instruct, for vLLM's `draft_model` method with heterogeneous vocabularies:\n\n"
                "    --speculative-config '{\"method\": \"draft_model\", \"model\": \"drafters/smollm2-135m-draft\", "
                "\"use_heterogeneous_vocab\": true, \"num_speculative_tokens\": 3}'\n\nvLLM maps token ids between "
                "the two vocabularies by their strings; drafts stay inside the shared ones.",
