@@ -59,7 +59,7 @@ def test_the_trained_drafter_is_accepted(runs, name, floor):
     run = runs[name]
     acc = run_acceptance(run)
     assert run.meta.method == name and acc.num_drafts > 0
-    # a random drafter on this target stays near 1.0; the shipped ones measured 1.59 (draft) and 1.73
+    # a random drafter on this target stays near 1.0; the shipped ones measured 1.75 (draft) and 1.73
     # (eagle3) at k=3 on held-out chat (sample_runs/drafters/)
     assert acc.mean_acceptance_length >= floor, acc
     assert acc == counters_acceptance(run.meta.vllm_counters)
