@@ -179,7 +179,10 @@ def test_chain_weight_shifts_chain_starts_to_their_step():
     assert chain_weight(w, 1).tolist() == [[0.0, 0.5, 1.0, 1.0]]
 
 
-def test_short_draft_training_writes_a_loadable_checkpoint(tmp_path, target, target_pass_file):
+@pytest.mark.parametrize("from_target_layers, hidden, layers", [((0, 1), 576, 2), ((), 64, 1)],
+                         ids=["target-cut-down", "random-layers"])
+def test_short_draft_training_writes_a_loadable_checkpoint(tmp_path, target, target_pass_file, from_target_layers,
+                                                            hidden, layers):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -188,10 +191,11 @@ def test_short_draft_training_writes_a_loadable_checkpoint(tmp_path, target, tar
 
     out = tmp_path / "draft"
     figures = train_draft(target, target_pass_file, out, steps=2, hidden=64, layers=1, vocab=512,
-                          batch_tokens=512, progress=lambda *_: None)
+                          from_target_layers=from_target_layers, batch_tokens=512, progress=lambda *_: None)
     assert figures["steps"] == 2 and 1.0 <= figures["sim_mean_acceptance_length"][3] <= 4.0
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["vocab_size"] == 512 and cfg["architectures"] == ["LlamaForCausalLM"]
+    assert (cfg["hidden_size"], cfg["num_hidden_layers"]) == (hidden, layers)
     model = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
     assert model(torch.tensor([[1, 2, 3]])).logits.shape == (1, 3, 512)
     assert json.loads((out / "training.json").read_text())["figures"]["steps"] == 2
@@ -363,7 +367,8 @@ def test_held_out_figures_score_every_answer_with_each_saved_drafter(tmp_path, t
     from specviz.train.heldout import heldout_figures
 
     quiet = {"progress": lambda *_: None, "batch_tokens": 512}
-    train_draft(target, target_pass_file, tmp_path / "d", steps=1, hidden=64, layers=1, vocab=512, **quiet)
+    train_draft(target, target_pass_file, tmp_path / "d", steps=1, hidden=64, layers=1, vocab=512,
+                from_target_layers=(), **quiet)
     train_eagle3(target, target_pass_file, tmp_path / "e", steps=1, draft_vocab=256, ttt_steps=2, intermediate=128, **quiet)
     both = heldout_figures(target, target_pass_file, tmp_path / "d", tmp_path / "e", ks=3)
     assert set(both) == {"draft_model", "eagle3"}

@@ -1,6 +1,6 @@
 """A small draft model for SmolLM2-135M-Instruct, distilled from the target.
 
-Recipe (the command line's defaults):
+Recipe (the defaults):
 - architecture: the target cut down to two decoder layers (its width: hidden 576, 9 heads of 64,
   3 KV heads, MLP 1536), tied embeddings, and its own 7168-token vocabulary: the tokens the target
   uses most, as strings of SmolLM2's tokenizer, plus an `<|unk|>` for the rest. vLLM's
@@ -219,12 +219,12 @@ def copy_target_layers(model, target: Path, keep, layer_ids: tuple[int, ...]) ->
 
 
 def train_draft(target: Path, data: Path, out: Path, *, steps: int = 3000, seed: int = 0, hidden: int = 384,
-                layers: int = 4, vocab: int = 8192, time_budget_s: float = 1200, batch_tokens: int = 4096,
-                lr: float = 2e-3, eval_every: int = 0, threads: int = 2, from_target_layers: tuple[int, ...] = (),
+                layers: int = 4, vocab: int = 7168, time_budget_s: float = 1200, batch_tokens: int = 4096,
+                lr: float = 2e-3, eval_every: int = 0, threads: int = 2, from_target_layers: tuple[int, ...] = (0, 1),
                 progress=print) -> dict:
     """Train on the target pass in `data`; save to `out`. `steps` 0 = as many as fit `time_budget_s`.
     `from_target_layers` starts from those layers of the target at its width (`hidden` and `layers`
-    then follow the target) instead of from random layers and a projected embedding."""
+    are then ignored); `()` starts from random layers of `hidden` x `layers` and a projected embedding."""
     import torch
     from tqdm import tqdm
     from transformers import LlamaConfig, LlamaForCausalLM
