@@ -51,6 +51,19 @@ def test_chat_prompts_are_distinct_reproducible_and_not_near_held_out_ones():
     assert not too_close("How do I boil an egg?", ["What is the capital of France?"])
 
 
+def test_data_answers_the_first_n_of_all_the_prompts_asked_for(tmp_path, monkeypatch):
+    """`--answers N` pins how many prompts a time budget would have let through (the shipped recipe's
+    2304 of 9000), so a repeat on another machine answers the same prompts."""
+    from specviz.train.__main__ import main
+    from specviz.train.chat import chat_prompts
+
+    answered = []
+    monkeypatch.setattr(data, "generate", lambda target, prompts, out, **kw: answered.append(prompts) or {})
+    main(["data", "--kind", "chat", "--prompts", "40", "--answers", "7", "--target", str(tmp_path), "--out", str(tmp_path / "d.pt")])
+    main(["data", "--kind", "chat", "--prompts", "40", "--target", str(tmp_path), "--out", str(tmp_path / "d.pt")])
+    assert answered == [chat_prompts(40, data.HELDOUT_CHAT)[:7], chat_prompts(40, data.HELDOUT_CHAT)]
+
+
 def test_appending_answers_keeps_the_old_ones_and_lists_both_parts(tmp_path):
     out = _fake_data(tmp_path / "onpolicy.pt", n=3)
     meta = data.append(out, lambda new: _fake_data(new, n=2, seed=1))
@@ -334,9 +347,12 @@ def test_a_step_schedule_of_zero_steps_fits_the_time_budget(monkeypatch):
     assert schedule.steps == common.REFIT_STEP + int((600 - 18) / 0.25)  # 18 s spent by then
     assert schedule.lr(0) == pytest.approx(1e-3 / common.PROBE_STEPS)  # warm-up over the probe
     assert schedule.command_args() == "--steps 0 --time-budget-s 600"
-    assert schedule.command_note(1200) == "   # 1200 steps fitted the budget"
+    assert schedule.command_note(1200) == "   # 1200 steps fitted the budget; --steps 1200 repeats them"
     fixed = common.StepSchedule(50, time_budget_s=600, peak_lr=1e-3)
     assert not fixed.auto and fixed.steps == 50 and fixed.command_note(50) == ""
+    repeat = common.StepSchedule(schedule.steps, time_budget_s=600, peak_lr=1e-3)  # --steps N repeats the schedule
+    for step in (0, common.PROBE_STEPS - 1, common.REFIT_STEP, schedule.steps // 2, schedule.steps - 1):
+        assert repeat.lr(step) == schedule.lr(step)
 
 
 def test_the_held_out_pass_is_made_once_per_target_and_answer_length(tmp_path, monkeypatch):

@@ -40,6 +40,8 @@ def cmd_data(args) -> None:
         corpora = load_corpora(dest)
         print("corpora: " + ", ".join(f"{k} {len(v)} passages" for k, v in corpora.items()))
         prompts = build_prompts(corpora, args.prompts, seed=args.seed, exclude=set(HELDOUT_CHAT))
+    if args.answers > 0:
+        prompts = prompts[:args.answers]  # after building all --prompts: which prompts come first depends on how many
     if args.prompts_only:
         for p in prompts[:10]:
             print(repr(p[:120]))
@@ -119,6 +121,9 @@ def main(argv=None) -> int:
     d.add_argument("--max-tokens", type=int, default=160)
     d.add_argument("--temperature", type=float, default=0.0,
                    help="0 = greedy answers; > 0 samples (seeded by --seed), e.g. a second answer to the same prompts")
+    d.add_argument("--answers", type=int, default=0,
+                   help="answer only the first N of the prompts (0 = as many as --time-budget-s allows); "
+                        "with a generous budget, repeats an earlier run's data exactly")
     d.add_argument("--time-budget-s", type=float, default=600)
     d.add_argument("--seed", type=int, default=0)
     d.add_argument("--out", default=data_file)

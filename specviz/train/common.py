@@ -48,7 +48,8 @@ class StepSchedule:
 
     `steps` 0 = as many as fit `time_budget_s`, set by `fit` after the first PROBE_STEPS and set
     again at REFIT_STEP from the pace of the steps in between. Either way training stops once the
-    budget is spent (`over_budget`)."""
+    budget is spent (`over_budget`). Both warm up over PROBE_STEPS, so `--steps N` with the N a
+    budget fitted repeats that run's schedule on any machine (given the time)."""
 
     def __init__(self, steps: int, time_budget_s: float, peak_lr: float):
         self.auto = steps <= 0
@@ -75,7 +76,7 @@ class StepSchedule:
         return False
 
     def lr(self, step: int) -> float:
-        return lr_at(step, self.steps, self.peak_lr, warmup=PROBE_STEPS if self.auto else min(100, self.steps // 10 + 1))
+        return lr_at(step, self.steps, self.peak_lr, warmup=PROBE_STEPS)
 
     def elapsed_s(self) -> float:
         return time.monotonic() - self.started
@@ -87,7 +88,7 @@ class StepSchedule:
         return f"--steps {0 if self.auto else self.steps} --time-budget-s {self.time_budget_s:g}"
 
     def command_note(self, steps_done: int) -> str:
-        return f"   # {steps_done} steps fitted the budget" if self.auto else ""
+        return f"   # {steps_done} steps fitted the budget; --steps {steps_done} repeats them" if self.auto else ""
 
 
 def length_batches(lengths: list[int], batch_tokens: int, rng: random.Random) -> list[list[int]]:
