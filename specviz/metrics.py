@@ -62,6 +62,26 @@ def run_acceptance(run: Run) -> Acceptance:
     return count_acceptance([s for r in run.requests for s in r.steps], run.meta.num_speculative_tokens)
 
 
+def acceptance_length_interval(run: Run, level: float = 0.9, resamples: int = 2000,
+                               seed: int = 0) -> tuple[float, float] | None:
+    """Bootstrap interval of the run's mean acceptance length, resampling its requests.
+
+    A request's steps are not independent (one hard answer rejects drafts all along), so whole
+    requests are drawn with replacement and 1 + accepted / drafts is taken over each draw. Example:
+    the draft model at k=3 on the 12 held-out chat prompts, 1.75 with a 90% interval of 1.61-1.91:
+    too wide to tell it from 1.8. None when no request verified drafts.
+    """
+    per_request = [count_acceptance(r.steps) for r in run.requests]
+    counts = np.array([(a.num_drafts, a.num_accepted_tokens) for a in per_request if a.num_drafts], dtype=float)
+    if len(counts) == 0:
+        return None
+    picks = np.random.default_rng(seed).integers(0, len(counts), size=(resamples, len(counts)))
+    lengths = 1 + counts[picks, 1].sum(axis=1) / counts[picks, 0].sum(axis=1)
+    tail = (1 - level) / 2
+    low, high = np.quantile(lengths, [tail, 1 - tail])
+    return float(low), float(high)
+
+
 def counters_acceptance(counters: SpecDecodeCounters) -> Acceptance:
     return Acceptance(**counters.model_dump())
 

@@ -1,8 +1,8 @@
 import pytest
 
 from conftest import make_run, make_step
-from specviz.metrics import (count_acceptance, output_tokens_per_s, request_acceptance_length, summarize,
-                             time_per_output_token_s, time_to_first_token_s)
+from specviz.metrics import (acceptance_length_interval, count_acceptance, output_tokens_per_s,
+                             request_acceptance_length, summarize, time_per_output_token_s, time_to_first_token_s)
 from specviz.trace import Request, SpecDecodeCounters
 
 
@@ -66,3 +66,23 @@ def test_untraced_run_takes_acceptance_from_vllm_counters():
     s = summarize(run)
     assert s.mean_acceptance_length == pytest.approx(2.2)
     assert s.acceptance_rate_per_pos == [0.6, 0.4, 0.2]
+
+
+def _drafting_request(rid: str, accepted_per_step: list[int], k: int = 3) -> Request:
+    steps = [make_step(i, [1] * k, [1] * a + [2]) for i, a in enumerate(accepted_per_step)]
+    output = [t for s in steps for t in s.committed_token_ids]
+    return Request(request_id=rid, prompt="p", output_token_ids=output, output_text="x", start_time_s=0.0,
+                   finish_reason="length", steps=steps)
+
+
+def test_acceptance_interval_resamples_whole_requests():
+    easy, hard = _drafting_request("easy", [3, 3, 2, 3]), _drafting_request("hard", [0, 0, 1, 0])
+    same = make_run([_drafting_request(f"r{i}", [1, 2]) for i in range(5)])
+    assert acceptance_length_interval(same) == pytest.approx((2.5, 2.5))  # no spread between requests, none in the interval
+    mixed = make_run([easy, hard, _drafting_request("mid", [1, 2, 1, 2])])
+    low, high = acceptance_length_interval(mixed)
+    mean = summarize(mixed).mean_acceptance_length  # 1 + 18 / 12 = 2.5
+    assert 1.25 <= low < mean < high <= 3.75  # within all-hard (1 + 1/4) and all-easy (1 + 11/4)
+    assert acceptance_length_interval(mixed) == (low, high)  # seeded
+    assert acceptance_length_interval(mixed, level=0.5)[1] < high
+    assert acceptance_length_interval(make_run([_drafting_request("none", [])])) is None
