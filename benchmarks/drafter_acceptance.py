@@ -109,7 +109,9 @@ def rescore(out: Path) -> int:
     runs = {path.name.removesuffix(".json.gz"): load_run(path) for path in sorted(out.glob("*.json.gz"))}
     if not runs:
         raise SystemExit(f"error: no saved runs (*.json.gz) in {out}; run the benchmark first")
-    summary = {"runs": {label: summary_row(run) for label, run in runs.items()},
+    old_labels = list(old.get("runs", {}))
+    order = [label for label in old_labels if label in runs] + [label for label in runs if label not in old_labels]
+    summary = {"runs": {label: summary_row(runs[label]) for label in order},
                "provenance": old.get("provenance") or _provenance(max(runs.values(), key=lambda r: r.meta.created_at))}
     summary_path.write_text(json.dumps(summary, indent=2) + "\n")
     _print_table(summary)
