@@ -50,8 +50,9 @@ class StepSchedule:
     again at REFIT_STEP from the pace of the steps in between. Either way training stops once the
     budget is spent (`over_budget`). Both warm up over PROBE_STEPS, so `--steps N`, with the N a
     budget fitted, repeats that run's schedule on any machine given the time: exactly from
-    REFIT_STEP on, and within 0.3% of the peak before it, when the fitted run decayed over its first
-    estimate (1100 instead of 1403 steps: 0.9944 instead of 0.9966 of the peak at step 63)."""
+    REFIT_STEP on. Before it the fitted run decayed over its first estimate, so its rate differed
+    slightly (say a first estimate of 1100 steps for a final 1403: 0.9944 instead of 0.9966 of the
+    peak at step 63)."""
 
     def __init__(self, steps: int, time_budget_s: float, peak_lr: float):
         self.auto = steps <= 0
