@@ -6,10 +6,15 @@ page opened by its URL in a fresh session would then run without this router.
 
 import streamlit as st
 
+from specviz.viewer import VIEWER_CAPTION, viewer_mode
+
 st.set_page_config(page_title="specviz", page_icon="🔭", layout="wide")
-st.navigation([
+page = st.navigation([
     st.Page("app_pages/playground.py", title="Playground", icon="🧪", default=True),
     st.Page("app_pages/methods.py", title="Methods", icon="🧭"),
     st.Page("app_pages/throughput.py", title="Throughput", icon="📈"),
     st.Page("app_pages/tuning.py", title="Tuning", icon="🎛️"),
-]).run()
+])
+if viewer_mode():  # shared deployments: recorded runs and sweeps only (SPECVIZ_VIEWER=1)
+    st.sidebar.caption(VIEWER_CAPTION)
+page.run()

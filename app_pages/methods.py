@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from specviz import catalog, render
-from specviz.config import ConfigError, SpecConfig, serve_command_text
+from specviz.config import TRACE_ENV_TEXT, ConfigError, SpecConfig, serve_command_text
 
 MAX_K = 32  # suffix decoding's docs suggest 16 to 32
 LAUNCHERS = ["vllm serve", "python -m vllm.entrypoints.openai.api_server"]
@@ -180,13 +180,16 @@ with right:
         st.error(str(e))
     else:
         st.markdown("**Serve it**")
-        st.code(serve_command_text(st.session_state.methods_target.strip(), spec,
-                                   trace=st.session_state.methods_trace,
-                                   python_module=st.session_state.methods_launcher != LAUNCHERS[0]),
+        st.code((TRACE_ENV_TEXT if st.session_state.methods_trace else "")
+                + serve_command_text(st.session_state.methods_target.strip(), spec,
+                                     trace=st.session_state.methods_trace,
+                                     python_module=st.session_state.methods_launcher != LAUNCHERS[0]),
                 language="bash", wrap_lines=True)
         if st.session_state.methods_trace:
-            st.caption("The tracer needs specviz importable by the server; --no-async-scheduling lets it see real "
-                       "drafts on GPUs (with async scheduling the scheduler sees placeholders).")
+            st.caption("The tracer needs specviz importable by the server. On GPUs, async scheduling and vLLM's V2 "
+                       "model runner hide the drafts from the scheduler, so tracing turns both off, and that costs "
+                       "throughput: a traced server shows the steps truthfully, but measure throughput for tuning "
+                       "untraced too, with the server's defaults (acceptance then comes from vLLM's counters).")
         st.markdown("**Or in Python**: `LLM(model=..., speculative_config=...)`")
         st.code(spec.to_python(), language="python")
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import select
 import shlex
 import sys
 from pathlib import Path
@@ -89,7 +91,14 @@ def cmd_record(args: argparse.Namespace) -> int:
 
     s = summarize(run)
     print(json.dumps({"out": str(path), "complete": s.complete, "mean_acceptance_length": s.mean_acceptance_length,
-                      "output_tokens_per_s": s.output_tokens_per_s, "counters_match": s.counters_match}))
+                      "output_tokens_per_s": s.output_tokens_per_s, "counters_match": s.counters_match,
+                      "failed_requests": s.num_failed_requests, "padded_draft_slots": s.num_padded_draft_tokens,
+                      "invalid_reason": s.invalid_reason}))
+    for req in run.requests:
+        if req.error:
+            print(f"specviz: request {req.request_id} failed: {req.error}", file=sys.stderr)
+    if run.meta.invalid_reason:
+        return _fail(f"run saved INVALID to {path} (kept with the tracer's raw records): {run.meta.invalid_reason}", 1)
     if not run.meta.complete:
         return _fail(f"run saved INCOMPLETE to {path}: {run.meta.incomplete_reason}", 1)
     return 0
@@ -131,7 +140,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         grid = SweepGrid(target_model=args.model, drafters=drafters, num_speculative_tokens=args.k,
                          concurrencies=args.concurrency, prompts=args.prompts, num_requests=args.num_requests,
                          max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed, dtype=args.dtype,
-                         vllm_args=shlex.split(args.vllm_args))
+                         vllm_args=shlex.split(args.vllm_args), repeats=args.repeats, traced=not args.untraced)
         check_grid(grid)  # before any engine starts
     except ValidationError as e:
         return _fail(f"bad sweep: {e.errors()[0]['msg']}")
@@ -142,14 +151,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     from .engine import EngineError
 
-    total = len(grid.engine_configs()) * len(grid.concurrencies)
-    bar = tqdm(total=total, unit="cell", desc="sweep", file=sys.stderr)
+    total = len(grid.engine_configs()) * len(grid.concurrencies) * grid.repeats
+    bar = tqdm(total=total, unit="run", desc="sweep", file=sys.stderr)
     out = Path(args.out)
     if (out / "sweep.json").exists():
         from .sweep import load_sweep
 
         try:
-            bar.update(len(load_sweep(out / "sweep.json").cells))
+            bar.update(sum(min(len(c.runs), grid.repeats) for c in load_sweep(out / "sweep.json").cells))
         except SweepError as e:
             return _fail(str(e))
 
@@ -185,6 +194,16 @@ def cmd_check(args: argparse.Namespace) -> int:
         return _fail(str(e))
     summary = summarize(run)
     print(summary.model_dump_json(indent=2))
+    for req in run.requests:
+        if req.error:
+            print(f"specviz: request {req.request_id} failed: {req.error}", file=sys.stderr)
+    if summary.num_padded_draft_tokens:
+        print(f"specviz: vLLM padded {summary.num_padded_steps} step(s) with {summary.num_padded_draft_tokens} "
+              "placeholder draft slots (requests that joined with one token left to compute) and counted them "
+              "as rejected drafts; the figures above leave them out, vLLM's own acceptance figures include them",
+              file=sys.stderr)
+    if run.meta.invalid_reason:
+        return _fail(f"INVALID run: {run.meta.invalid_reason}", 1)
     if summary.counters_match is False:
         return _fail("the run's step records disagree with vLLM's own spec-decode counters", 1)
     return 0
@@ -226,6 +245,66 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+VLLM_ARGS = "--vllm-args"
+VLLM_ARGS_HELP = ("arguments for {what}, e.g. '--tensor-parallel-size 4 --no-enable-prefix-caching' (quoted, one "
+                  "value); one flag may follow unquoted (--vllm-args --no-enable-prefix-caching); repeat "
+                  "--vllm-args to add more")
+
+
+def join_vllm_args(argv: list[str]) -> list[str]:
+    """Let `--vllm-args --no-enable-prefix-caching` mean `--vllm-args=--no-enable-prefix-caching`.
+
+    argparse takes a value that starts with '-' for another option and refuses that spelling. The
+    one token after --vllm-args is its value (several arguments go in one quoted value); repeated
+    --vllm-args are joined into one value, as the shell would split them.
+    """
+    out: list[str] = []
+    values: list[str] = []
+    at = None  # where the joined --vllm-args goes: its first occurrence
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "--":  # the rest are not options
+            out += argv[i:]
+            break
+        if token == VLLM_ARGS and i + 1 < len(argv):
+            value, i = argv[i + 1], i + 2
+        elif token.startswith(VLLM_ARGS + "="):
+            value, i = token[len(VLLM_ARGS) + 1:], i + 1
+        else:
+            out.append(token)
+            i += 1
+            continue
+        if at is None:
+            at = len(out)
+            out.append("")
+        values.append(value)
+    if at is not None:
+        out[at] = f"{VLLM_ARGS}={' '.join(values)}"
+    return out
+
+
+def _stdout_reader_gone() -> bool:
+    """True when stdout is a pipe whose reader has closed it (`specviz check FILE | head`)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return True  # not a file descriptor: the BrokenPipeError came from this stream
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
+
+
+def _quiet_stdout() -> None:
+    """Send what is left of stdout to /dev/null, so that the interpreter's last flush raises nothing."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (AttributeError, OSError, ValueError):
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (lives until exit)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m specviz", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -251,8 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--max-model-len", type=int, default=2048)
     r.add_argument("--port", type=int, default=None, help="default: a free port")
     r.add_argument("--no-chat-template", action="store_true", help="send prompts as raw text")
-    r.add_argument("--vllm-args", default="", help="more arguments for the vLLM server specviz starts, e.g. "
-                                                   "'--tensor-parallel-size 4 --gpu-memory-utilization 0.9'")
+    r.add_argument(VLLM_ARGS, default="", help=VLLM_ARGS_HELP.format(what="the vLLM server specviz starts"))
     r.set_defaults(fn=cmd_record)
 
     w = sub.add_parser("sweep", help="measure drafters x k x concurrency against the baseline; resumable")
@@ -268,8 +346,13 @@ def main(argv: list[str] | None = None) -> int:
     w.add_argument("--seed", type=int, default=0)
     w.add_argument("--dtype", default="auto")
     w.add_argument("--out", required=True, help="folder for sweep.json, sweep.csv and the cells' runs")
-    w.add_argument("--vllm-args", default="", help="more arguments for every vLLM server of the sweep, e.g. "
-                                                   "'--tensor-parallel-size 4'")
+    w.add_argument(VLLM_ARGS, default="", help=VLLM_ARGS_HELP.format(what="every vLLM server of the sweep"))
+    w.add_argument("--repeats", type=int, default=1,
+                   help="runs per cell, in rounds (every configuration once per round, one engine start each); "
+                        "the table gives the median and the min-max spread; a larger value adds rounds to a sweep")
+    w.add_argument("--untraced", action="store_true",
+                   help="measure as vLLM serves by default: no tracer, async scheduling as the server decides; "
+                        "acceptance from vLLM's counters and per-request figures")
     w.set_defaults(fn=cmd_sweep)
 
     c = sub.add_parser("check", help="validate a run file and print its summary as JSON")
@@ -290,8 +373,21 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--out", default=None)
     s.set_defaults(fn=cmd_schema)
 
-    args = p.parse_args(argv)
-    return args.fn(args)
+    argv = join_vllm_args(sys.argv[1:] if argv is None else list(argv))
+    args, unknown = p.parse_known_args(argv)
+    if unknown:
+        hint = (f" (several arguments for vLLM go in one quoted value, {VLLM_ARGS} '--tensor-parallel-size 4', "
+                f"or repeat {VLLM_ARGS})") if any(a.startswith(VLLM_ARGS + "=") for a in argv) else ""
+        p.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
+    try:
+        code = args.fn(args)
+        sys.stdout.flush()  # a reader that stopped early (`| head`) shows here at the latest
+    except BrokenPipeError:
+        if not _stdout_reader_gone():
+            raise  # a broken pipe to something else (a server) is a real error
+        _quiet_stdout()
+        return 141  # as a command killed by SIGPIPE (128 + 13)
+    return code
 
 
 if __name__ == "__main__":

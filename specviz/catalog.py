@@ -27,7 +27,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field
 
 from . import config, render
-from .trace import SAMPLE_RUNS_DIR, Request, Step, first_error
+from .trace import SAMPLE_RUNS_DIR, Request, Step, first_error, read_capped
 
 Family = Literal[
     "model-free lookup",
@@ -471,7 +471,7 @@ def load_trials(path: str | Path = DEFAULT_TRIALS_PATH) -> MethodTrials:
     """Read a method-trials file; raise TrialsFileError naming the problem."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_capped(path, name=path.name, error=TrialsFileError))
     except FileNotFoundError:
         raise TrialsFileError(f"{path} does not exist") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:

@@ -223,6 +223,12 @@ def serve_command(target_model: str, spec: SpecConfig | None, *, trace: bool = T
     return argv
 
 
+TRACE_ENV_TEXT = """\
+export SPECVIZ_TRACE_FILE=/tmp/specviz-trace.jsonl  # where the tracer writes its step records
+export VLLM_USE_V2_MODEL_RUNNER=0                  # GPUs: vLLM's V2 model runner hides drafts from the tracer
+"""  # what a traced `vllm serve` needs in its environment, shown above the exported command
+
+
 def shell_text(argv: list[str], *, multiline: bool = True) -> str:
     """Shell-quoted command; multiline puts each --option and its value on its own continued line."""
     if not multiline:

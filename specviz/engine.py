@@ -35,17 +35,21 @@ from typing import TYPE_CHECKING
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
+from pydantic import ValidationError
 
 from . import __version__
 from .config import SpecConfig
 from .platforms import attention_backends_from_log, detect_platform
-from .trace import (TRACE_FILE_ENV, Request, RequestSpecDecodeMetrics, Run, RunMeta, SpecDecodeCounters, Step,
-                    StreamChunk)
+from .trace import (LENIENT, TRACE_FILE_ENV, RequestSpecDecodeMetrics, Run, RunMeta, SpecDecodeCounters, Step,
+                    StreamChunk, first_error)
 
 if TYPE_CHECKING:
     from .attach import AttachedServer
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# Sent before measuring to start the engine's lazy work; not a prompt of any set, so the measured
+# requests do not find their own prompts in vLLM's prefix cache.
+WARMUP_PROMPT = "Warm-up request: name three colours."
 TRACER_CLS = "specviz.tracer.TracingScheduler"
 
 
@@ -437,27 +441,70 @@ def stream_completion(
 
 
 class TraceReader:
-    """Reads the tracer's JSON-lines file incrementally; a half-written last line waits for the next read."""
+    """Reads the tracer's JSON-lines file incrementally; a half-written last line waits for the next read.
+
+    Follows the tracer's rotation (SPECVIZ_TRACE_MAX_MB): when the file it was reading has become
+    "<file>.1", it reads the rest of that one, then the new file from its start.
+    """
+
+    TAIL_BYTES = 1 << 16  # from_end looks this far back for the last whole line
 
     def __init__(self, path: Path, from_end: bool = False) -> None:
         self.path = Path(path)
         self._offset = 0
-        if from_end:  # skip earlier runs' records unparsed, up to the last whole line
-            try:
-                self._offset = self.path.read_bytes().rfind(b"\n") + 1
-            except FileNotFoundError:
-                pass
-
-    def read_new(self) -> list[dict]:
+        self._inode: int | None = None
         try:
             with open(self.path, "rb") as f:
+                self._inode = os.fstat(f.fileno()).st_ino
+                if from_end:  # skip earlier runs' records unread: seek, never load the whole file
+                    self._offset = _end_of_last_line(f, self.TAIL_BYTES)
+        except FileNotFoundError:
+            pass
+
+    def read_new(self) -> list[dict]:
+        data = b""
+        try:
+            with open(self.path, "rb") as f:
+                inode = os.fstat(f.fileno()).st_ino
+                if self._inode is not None and inode != self._inode:  # rotated since the last read
+                    data = self._rest_of_rotated()
+                    self._offset = 0
+                self._inode = inode
+                f.seek(self._offset)
+                fresh = f.read()
+        except FileNotFoundError:
+            return []
+        end = fresh.rfind(b"\n") + 1
+        self._offset += end
+        data += fresh[:end]
+        return [json.loads(line) for line in data.splitlines() if line.strip()]
+
+    def _rest_of_rotated(self) -> bytes:
+        rotated = self.path.with_name(self.path.name + ".1")
+        try:
+            with open(rotated, "rb") as f:
+                if os.fstat(f.fileno()).st_ino != self._inode:
+                    return b""  # rotated more than once between two reads: the middle is gone
                 f.seek(self._offset)
                 data = f.read()
         except FileNotFoundError:
-            return []
-        end = data.rfind(b"\n") + 1
-        self._offset += end
-        return [json.loads(line) for line in data[:end].splitlines() if line.strip()]
+            return b""
+        return data[: data.rfind(b"\n") + 1]
+
+
+def _end_of_last_line(f, window: int) -> int:
+    """The offset just past the last newline of an open binary file, reading at most `window` bytes per probe."""
+    end = f.seek(0, os.SEEK_END)
+    pos = end
+    while pos > 0:
+        start = max(0, pos - window)
+        f.seek(start)
+        chunk = f.read(pos - start)
+        at = chunk.rfind(b"\n")
+        if at >= 0:
+            return start + at + 1
+        pos = start
+    return 0
 
 
 def client_request_id(engine_id: str) -> str:
@@ -465,21 +512,54 @@ def client_request_id(engine_id: str) -> str:
     return engine_id.removeprefix("cmpl-").rsplit("-", 2)[0]
 
 
-def steps_by_request(records: list[dict], request_ids: list[str], decode: Callable[[int], str]) -> dict[str, list[Step]]:
-    """Join tracer records to client request ids ("cmpl-<id>-..." engine ids)."""
+def steps_by_request(records: list[dict], request_ids: list[str], decode: Callable[[int], str], *,
+                     context: dict | None = None) -> dict[str, list[Step]]:
+    """Join tracer records to client request ids ("cmpl-<id>-..." engine ids).
+
+    Raises pydantic's ValidationError for a record that breaks a step's invariants, unless
+    `context` is trace.LENIENT (an invalid run keeps its steps as recorded).
+    """
     out: dict[str, list[Step]] = {rid: [] for rid in request_ids}
     for rec in records:
-        for engine_id, drafts, sampled, committed in rec["reqs"]:
+        for entry in rec["reqs"]:
+            engine_id, drafts, sampled, committed = entry[:4]
+            padded = entry[4] if len(entry) > 4 else 0  # tracers before specviz 0.2 wrote four fields
             rid = client_request_id(engine_id)
             if rid not in out:  # another client's request (a warm-up, or a second user)
                 continue
-            out[rid].append(Step(
+            out[rid].append(Step.model_validate(dict(
                 engine_step=rec["step"], time_s=rec["t"],
                 draft_token_ids=drafts, sampled_token_ids=sampled, committed_token_ids=committed,
-                num_accepted=len(sampled) - 1 if drafts else 0,
+                num_accepted=len(sampled) - 1 if (drafts or padded) else 0, num_padded_drafts=padded,
                 draft_texts=[decode(t) for t in drafts], sampled_texts=[decode(t) for t in sampled],
-            ))
+            ), context=context))
     return out
+
+
+def warmup_prompts(n: int) -> list[str]:
+    """n distinct warm-up prompts, none of them in any prompt set: 'Warm-up request: ... (request 2 of 4)'."""
+    return [f"{WARMUP_PROMPT} (request {i + 1} of {n})" for i in range(n)]
+
+
+def placeholder_only_reason(records: list[dict]) -> str | None:
+    """Why a trace is useless, when every decode step verified placeholders only (V2 runner, async scheduling).
+
+    vLLM pads a request's first step at most once per admission, so a few padded steps are normal;
+    a trace in which every decode step (a request's entries after its first) had padding and no
+    real draft was recorded where the scheduler never sees the drafts.
+    """
+    seen: set[str] = set()
+    decode_entries = []
+    for rec in records:
+        for entry in rec["reqs"]:
+            if entry[0] in seen:
+                decode_entries.append(entry)
+            seen.add(entry[0])
+    if decode_entries and all(len(e) > 4 and e[4] and not e[1] for e in decode_entries):
+        return ("every decode step verified only placeholder drafts (-1): the server schedules asynchronously "
+                "or runs vLLM's V2 model runner, where the scheduler never sees the drafts. Restart it with "
+                "--no-async-scheduling and VLLM_USE_V2_MODEL_RUNNER=0 to trace.")
+    return None
 
 
 def _steps_within(steps: list[Step], n_tokens: int) -> list[Step]:
@@ -533,8 +613,19 @@ def record(
 ) -> Run:
     """Send every prompt (at most `concurrency` in flight), join the tracer's steps, return the Run.
 
-    `server` is one specviz started (LocalServer) or one it attached to (specviz.attach). If the
-    server dies part-way, the Run holds what arrived, with complete=False and the reason.
+    `server` is one specviz started (LocalServer) or one it attached to (specviz.attach). Nothing
+    measured is thrown away:
+    - a request the server refuses (a prompt longer than the context: HTTP 400) is kept with its
+      error, and the others go on;
+    - if the server dies part-way, the Run holds what arrived, with complete=False and the reason;
+    - if the recording breaks the run's invariants, the Run keeps its steps unchecked, the tracer's
+      raw records, and meta.invalid_reason.
+
+    The warm-up sends WARMUP_PROMPT, not a prompt of the set, so no measured request finds its
+    own prompt in vLLM's prefix cache.
+
+    Raises EngineError before measuring when the warm-up's trace holds only placeholder drafts
+    (the server's scheduler cannot see drafts: see placeholder_only_reason).
     """
     tokenizer = tokenizer or server.tokenizer()
     texts = [apply_chat_template(tokenizer, p) if chat else p for p in prompts]
@@ -548,11 +639,13 @@ def record(
     with httpx.Client(timeout=httpx.Timeout(None, connect=10.0),
                       limits=httpx.Limits(max_connections=concurrency + 2)) as client:
         if warmup:
+            warmup_text = apply_chat_template(tokenizer, WARMUP_PROMPT) if chat else WARMUP_PROMPT
             for j, m in enumerate(members):
-                stream_completion(client, m.url, m.model, texts[0], f"warmup-{run_id}-{j}",
+                stream_completion(client, m.url, m.model, warmup_text, f"warmup-{run_id}-{j}",
                                   sampling | {"max_tokens": min(8, max_tokens)})
-        for reader in readers:
-            reader.read_new()  # skip the warm-up's records
+        warmup_records = [rec for reader in readers for rec in reader.read_new()]
+        if server.speculative_config() and (why := placeholder_only_reason(warmup_records)):
+            raise EngineError(f"cannot trace this server: {why}")
         before = _try(lambda: sum_counters([scrape_spec_counters(m.url) for m in members]))
 
         def one(i: int) -> StreamResult:
@@ -569,39 +662,48 @@ def record(
 
     # The tracer writes a step before its tokens reach the client, so by now every step is on disk.
     records = [rec for reader in readers for rec in reader.read_new()]
-    steps = steps_by_request(records, request_ids, token_decoder(tokenizer)) if readers else {}
-    errors = [r.error for r in results if r.error]
     reason = None
-    if errors or not server.alive():
-        reason = errors[0] if errors else "the server stopped"
-        if not server.alive():
-            reason = f"the vLLM server died during the run ({reason}). Server log tail:\n{server.log_tail(15)}"
+    if not server.alive():
+        errors = [r.error for r in results if r.error]
+        reason = (f"the vLLM server died during the run ({errors[0] if errors else 'the server stopped'}). "
+                  f"Server log tail:\n{server.log_tail(15)}")
+    invalid = placeholder_only_reason(records) if server.speculative_config() else None
+    decode = token_decoder(tokenizer)
+    try:
+        steps = steps_by_request(records, request_ids, decode) if readers else {}
+    except ValidationError as e:
+        invalid = invalid or f"a tracer record breaks a step's invariants {first_error(e)}"
+        steps = steps_by_request(records, request_ids, decode, context=LENIENT)
     return build_run(server, results, steps, run_id=run_id, prompt_set=prompt_set, concurrency=concurrency,
                      max_tokens=max_tokens, sampling=sampling, incomplete_reason=reason,
                      user_messages=list(prompts) if chat else None,
-                     counters=counters_delta(before, after) if reason is None else None)
+                     counters=counters_delta(before, after) if reason is None else None,
+                     invalid_reason=invalid, raw_trace_records=records)
 
 
 def build_run(
     server: LocalServer | AttachedServer, results: list[StreamResult], steps: dict[str, list[Step]], *, run_id: str,
     prompt_set: str, concurrency: int, max_tokens: int, sampling: dict, incomplete_reason: str | None = None,
     counters: SpecDecodeCounters | None = None, user_messages: list[str | None] | None = None,
+    invalid_reason: str | None = None, raw_trace_records: list[dict] | None = None,
 ) -> Run:
     """Assemble a Run from what the client saw and the tracer's steps, with this machine's provenance.
 
     `user_messages[i]` is the text the chat template wrapped into results[i].prompt (None if none was used).
+    A Run that breaks its invariants (or arrives with `invalid_reason`) is still returned, marked
+    invalid with the violation and carrying `raw_trace_records`, so it can be saved and inspected.
     """
     requests = []
     for res, user_message in zip(results, user_messages or [None] * len(results)):
         req_steps = steps.get(res.request_id, []) if server.trace else []
         if res.finish_reason is None:  # cut off: keep the steps whose tokens reached the client
             req_steps = _steps_within(req_steps, len(res.token_ids))
-        requests.append(Request(
+        requests.append(dict(
             request_id=res.request_id, prompt=res.prompt, user_message=user_message,
             prompt_token_ids=res.prompt_token_ids,
             output_token_ids=res.token_ids, output_text=res.text, start_time_s=res.start_time_s,
             first_token_time_s=res.first_token_time_s, end_time_s=res.end_time_s,
-            finish_reason=res.finish_reason, steps=req_steps, stream_chunks=res.chunks,
+            finish_reason=res.finish_reason, error=res.error, steps=req_steps, stream_chunks=res.chunks,
             spec_decode_metrics=_spec_decode_metrics(res.spec_decode_metrics),
         ))
     spec_config = server.speculative_config()
@@ -629,7 +731,13 @@ def build_run(
         incomplete_reason=incomplete_reason,
         vllm_counters=counters,
     )
-    return Run(meta=meta, requests=requests)
+    if invalid_reason is None:
+        try:
+            return Run.model_validate({"meta": meta, "requests": requests})
+        except ValidationError as e:
+            invalid_reason = f"the recording breaks an invariant {first_error(e)}"
+    return Run.model_validate({"meta": meta.model_copy(update={"invalid_reason": invalid_reason}),
+                               "requests": requests, "raw_trace_records": raw_trace_records}, context=LENIENT)
 
 
 def _spec_decode_metrics(reported: dict | None) -> RequestSpecDecodeMetrics | None:

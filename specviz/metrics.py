@@ -11,7 +11,7 @@ Worked example: two steps with k=3 drafts each, accepting 2 and 3 (the second ge
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, computed_field
+from pydantic import BaseModel, ConfigDict, computed_field, model_validator
 
 from .trace import Request, Run, SpecDecodeCounters, Step
 
@@ -25,6 +25,14 @@ class Acceptance(BaseModel):
     num_draft_tokens: int
     num_accepted_tokens: int
     num_accepted_tokens_per_pos: list[int]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_computed(cls, data):
+        """Its JSON carries the computed figures below; reading it back recomputes them."""
+        if isinstance(data, dict):
+            data = {k: v for k, v in data.items() if k not in cls.model_computed_fields}
+        return data
 
     @computed_field
     @property
@@ -62,6 +70,28 @@ def run_acceptance(run: Run) -> Acceptance:
     return count_acceptance([s for r in run.requests for s in r.steps], run.meta.num_speculative_tokens)
 
 
+def count_as_vllm(steps: list[Step], k: int | None = None) -> Acceptance:
+    """Totals as vLLM's own counters count them: padded placeholder slots are drafts, all rejected.
+
+    A request admitted with one token left to compute is padded to 1 + k tokens (k=4 here) and
+    samples one token; with one real step that accepted 2 of 4 drafts:
+        count_acceptance: num_drafts 1, num_draft_tokens 4, accepted 2 -> acceptance length 3.0
+        count_as_vllm:    num_drafts 2, num_draft_tokens 8, accepted 2 -> acceptance length 2.0
+    """
+    verified = [s for s in steps if s.verified]
+    width = k if k is not None else max((s.num_drafts + s.num_padded_drafts for s in verified), default=0)
+    per_pos = [0] * width
+    for s in verified:
+        for j in range(s.num_accepted):
+            per_pos[j] += 1
+    return Acceptance(
+        num_drafts=len(verified),
+        num_draft_tokens=sum(s.num_drafts + s.num_padded_drafts for s in verified),
+        num_accepted_tokens=sum(s.num_accepted for s in verified),
+        num_accepted_tokens_per_pos=per_pos,
+    )
+
+
 def acceptance_length_interval(run: Run, level: float = 0.9, resamples: int = 2000,
                                seed: int = 0) -> tuple[float, float] | None:
     """Bootstrap interval of the run's mean acceptance length, resampling its requests.
@@ -72,7 +102,20 @@ def acceptance_length_interval(run: Run, level: float = 0.9, resamples: int = 20
     too wide to tell it from 1.8. None when no request verified drafts.
     """
     per_request = [count_acceptance(r.steps) for r in run.requests]
-    counts = np.array([(a.num_drafts, a.num_accepted_tokens) for a in per_request if a.num_drafts], dtype=float)
+    return bootstrap_acceptance_length([(a.num_drafts, a.num_accepted_tokens) for a in per_request],
+                                       level=level, resamples=resamples, seed=seed)
+
+
+def bootstrap_acceptance_length(request_counts: list[tuple[int, int]], level: float = 0.9, resamples: int = 2000,
+                                seed: int = 0) -> tuple[float, float] | None:
+    """Bootstrap interval of 1 + accepted / drafts from (num_drafts, num_accepted_tokens) per request.
+
+    Whole requests are drawn with replacement. Two requests, (4 drafts, 4 accepted) and (4, 0): a
+    draw of two is the first twice (1 + 8/8 = 2.0, a quarter of draws), the second twice (1.0, a
+    quarter) or one of each (1 + 4/8 = 1.5, half), so the 90% interval is 1.0-2.0 around 1.5.
+    Requests without drafts are left out; None if none is left.
+    """
+    counts = np.array([c for c in request_counts if c[0]], dtype=float)
     if len(counts) == 0:
         return None
     picks = np.random.default_rng(seed).integers(0, len(counts), size=(resamples, len(counts)))
@@ -162,11 +205,17 @@ class Summary(BaseModel):
     time_per_output_token_s_p50: float | None
     time_per_output_token_s_p90: float | None
     vllm_counters: Acceptance | None = None  # the same figures from vLLM's own counters
-    counters_match: bool | None
+    counters_match: bool | None  # the steps, counted as vLLM counts (padding included), equal its counters
+    num_padded_steps: int = 0  # steps vLLM padded with placeholder drafts (a request joining with 1 token left)
+    num_padded_draft_tokens: int = 0  # placeholder slots vLLM counted as drafted and rejected
+    num_failed_requests: int = 0  # requests the server refused or failed (see each request's error)
+    invalid_reason: str | None = None  # the invariant the recording broke, if it did
 
 
 def summarize(run: Run) -> Summary:
     acc = run_acceptance(run)
+    all_steps = [s for r in run.requests for s in r.steps]
+    padded = [s for s in all_steps if s.num_padded_drafts]
     counters = counters_acceptance(run.meta.vllm_counters) if run.meta.vllm_counters else None
     traced = run.meta.traced
     # Without the tracer the steps are unknown: vLLM's counters are the only acceptance figures.
@@ -202,7 +251,12 @@ def summarize(run: Run) -> Summary:
         time_per_output_token_s_p50=percentile(tpot, 50),
         time_per_output_token_s_p90=percentile(tpot, 90),
         vllm_counters=counters,
-        counters_match=(counters == acc) if (counters is not None and traced) else None,
+        counters_match=(counters == count_as_vllm(all_steps, run.meta.num_speculative_tokens))
+        if (counters is not None and traced) else None,
+        num_padded_steps=len(padded),
+        num_padded_draft_tokens=sum(s.num_padded_drafts for s in padded),
+        num_failed_requests=sum(1 for r in run.requests if r.error),
+        invalid_reason=run.meta.invalid_reason,
     )
 
 
@@ -240,4 +294,26 @@ def step_figures(run: Run) -> StepFigures:
         num_steps_without_drafts=sum(1 for s in steps if not s.draft_token_ids),
         num_engine_steps=len(engine_steps),
         engine_step_time_s=step_time,
+    )
+
+
+def counted_step_figures(summary: Summary) -> StepFigures:
+    """StepFigures of a run without the tracer, from its acceptance counts (vLLM's counters).
+
+    At k=3, 10 drafted steps with accepted tokens per position [6, 4, 1] (11 accepted): steps that
+    accepted exactly a drafts number per_pos[a-1] - per_pos[a], so the histogram is
+    [10-6, 6-4, 4-1, 1] = [4, 2, 3, 1]. With 40 output tokens, the drafted steps committed
+    10 + 11 = 21 of them, so 40 - 21 = 19 steps went without drafts (prefill, nothing proposed).
+    Engine steps and their time are unknown without the tracer: 0 and None.
+    """
+    k = summary.num_speculative_tokens or 0
+    per_pos = (list(summary.num_accepted_tokens_per_pos) + [0] * k)[:k]
+    bounds = [summary.num_drafts, *per_pos, 0]
+    histogram = [max(0, bounds[a] - bounds[a + 1]) for a in range(k + 1)]
+    committed_by_drafted = summary.num_drafts + summary.num_accepted_tokens
+    return StepFigures(
+        accepted_histogram=histogram,
+        num_steps_without_drafts=max(0, summary.num_output_tokens - committed_by_drafted),
+        num_engine_steps=0,
+        engine_step_time_s=None,
     )

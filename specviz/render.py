@@ -8,16 +8,19 @@ One verification step renders as chips, left to right:
        [~~outside~~]        the discarded tail, struck through and faded
     drafts all accepted  -> the accepted drafts, then the bonus token
     no drafts            -> the one token the target produced
+    padded by vLLM       -> that token, then one dotted "pad" chip per placeholder slot (no drafter
+                            proposed them; vLLM's counters count them as rejected drafts)
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from html import escape
 from typing import Literal
 
 from .trace import Request, Step, StreamChunk
 
-Role = Literal["accepted", "rejected", "correction", "discarded", "bonus", "plain"]
+Role = Literal["accepted", "rejected", "correction", "discarded", "bonus", "plain", "padded"]
 
 # Readable on light and dark themes; each role also differs in decoration, not only colour.
 CSS = """
@@ -30,6 +33,8 @@ CSS = """
 .sv-discarded{background:#eeeeee;color:#888;text-decoration:line-through;opacity:.65;border-style:dashed;border-color:#bbb}
 .sv-bonus{background:#dcd0ff;color:#3b1f8a;border-color:#9a80e0;font-weight:600}
 .sv-plain{background:#dde8f5;color:#1d3b5e;border-color:#a9c1de}
+.sv-padded{background:repeating-linear-gradient(45deg,#f4f4f4,#f4f4f4 4px,#e4e4e4 4px,#e4e4e4 8px);color:#777;
+ border-style:dotted;border-color:#999;font-style:italic}
 .sv-ws{opacity:.55}
 .sv-row{margin:2px 0}
 .sv-stepno{display:inline-block;width:5.5em;color:#888;font-size:.85em}
@@ -50,7 +55,10 @@ ROLE_LABELS: dict[Role, str] = {
     "discarded": "discarded tail (after the first rejection)",
     "bonus": "bonus token (all drafts accepted)",
     "plain": "no draft: the target's own token (unmarked in the output)",
+    "padded": "placeholder slot vLLM padded the step with (no drafter proposed it; vLLM counts it as a "
+              "rejected draft)",
 }
+PAD_TEXT = "pad"
 
 
 def visible(text: str) -> str:
@@ -71,13 +79,16 @@ def step_roles(step: Step) -> list[tuple[str, Role]]:
     drafts = step.draft_texts or [str(t) for t in step.draft_token_ids]
     sampled = step.sampled_texts or [str(t) for t in step.sampled_token_ids]
     n = step.num_accepted
+    padding: list[tuple[str, Role]] = [(PAD_TEXT, "padded")] * step.num_padded_drafts
     if not step.draft_token_ids:
-        return [(sampled[0], "plain")]
+        return [(sampled[0], "plain"), *padding]
     out: list[tuple[str, Role]] = [(t, "accepted") for t in drafts[:n]]
     if step.all_accepted:
         return out + [(sampled[n], "bonus")]
+    if n == len(drafts):  # real drafts all accepted, then rejected padding: the target's token replaces a pad
+        return out + [(sampled[n], "correction"), *padding]
     out += [(drafts[n], "rejected"), (sampled[n], "correction")]
-    return out + [(t, "discarded") for t in drafts[n + 1:]]
+    return out + [(t, "discarded") for t in drafts[n + 1:]] + padding
 
 
 def step_html(step: Step, label: str = "") -> str:
@@ -107,16 +118,25 @@ def output_roles(request: Request) -> list[tuple[str, Role]]:
 
 def output_html(request: Request) -> str:
     """The whole output, each token coloured by origin; newlines kept as line breaks."""
+    return pieces_html(output_roles(request))
+
+
+def pieces_html(pieces: Sequence[tuple[str, Role]], newest: int = 0) -> str:
+    """Output pieces (text, role) as output_html draws them; the last `newest` also get the class sv-new."""
     parts = []
-    for text, role in output_roles(request):
-        piece = f'<span class="sv-chip sv-{role}" title="{escape(ROLE_LABELS[role])}">{escape(text)}</span>'
+    first_new = len(pieces) - newest if newest else len(pieces)
+    for i, (text, role) in enumerate(pieces):
+        new = " sv-new" if i >= first_new else ""
+        piece = f'<span class="sv-chip sv-{role}{new}" title="{escape(ROLE_LABELS[role])}">{escape(text)}</span>'
         parts.append(piece.replace("\n", "<br>"))
     return f'<div class="sv-output">{"".join(parts)}</div>'
 
 
-def legend_html() -> str:
+def legend_html(padded: bool = False) -> str:
+    """The chip legend; `padded` adds vLLM's placeholder slots (shown only for runs that have them)."""
     samples: list[tuple[str, Role]] = [("sunny", "accepted"), ("warm", "rejected"), ("clear", "correction"),
                                        ("outside", "discarded"), ("today", "bonus"), ("The", "plain")]
+    samples += [(PAD_TEXT, "padded")] if padded else []
     return "".join(f"{chip(t, r)} {escape(ROLE_LABELS[r])}&nbsp;&nbsp; " for t, r in samples)
 
 
@@ -124,11 +144,13 @@ def step_summary(step: Step) -> str:
     """One plain sentence for a step, e.g. '4 drafts, 2 accepted, 1 corrected, 1 discarded: 3 tokens for one pass'."""
     k, n = step.num_drafts, step.num_accepted
     committed = len(step.sampled_token_ids)
+    padded = (f"; vLLM padded it with {step.num_padded_drafts} placeholder slots, which its counters count as "
+              "rejected drafts") if step.num_padded_drafts else ""
     if not k:
-        return "no drafts: the target produced 1 token"
+        return f"no drafts: the target produced 1 token{padded}"
     tail = "all accepted plus a bonus token" if step.all_accepted else \
         f"{n} accepted, 1 corrected, {k - n - 1} discarded"
-    return f"{k} drafts, {tail}: {committed} tokens for one target pass"
+    return f"{k} drafts, {tail}: {committed} tokens for one target pass{padded}"
 
 
 def chunks_html(chunks: list[StreamChunk]) -> str:

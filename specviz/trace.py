@@ -21,19 +21,33 @@ Files are JSON, optionally gzip-compressed (by the `.gz` suffix on save, by magi
 from __future__ import annotations
 
 import gzip
+import io
 import json
+import os
+import zlib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2 added padded draft slots, failed requests and invalid runs; 1 still reads
+READABLE_SCHEMA_VERSIONS = (1, 2)
 RUN_FILE_KIND = "specviz.run"
 TRACE_FILE_ENV = "SPECVIZ_TRACE_FILE"  # where specviz.tracer appends its step records (JSON lines)
+TRACE_MAX_MB_ENV = "SPECVIZ_TRACE_MAX_MB"  # past this size the tracer rotates its file to "<file>.1"
+MAX_RUN_MB_ENV = "SPECVIZ_MAX_RUN_MB"  # the largest run/sweep file specviz reads, inflated, in MiB
+DEFAULT_MAX_RUN_MB = 256  # see max_file_bytes()
 
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+LENIENT = {"lenient": True}  # validation context of an invalid run: types are checked, invariants are not
+
+
+def _lenient(info: ValidationInfo) -> bool:
+    return bool(info.context and info.context.get("lenient"))
 
 
 class Step(_Frozen):
@@ -45,15 +59,20 @@ class Step(_Frozen):
     sampled_token_ids: list[int] = Field(min_length=1, description="accepted drafts + correction or bonus")
     committed_token_ids: list[int] = Field(description="prefix of sampled_token_ids appended to the output")
     num_accepted: int = Field(ge=0, description="len(sampled) - 1 when drafts were verified, else 0")
+    num_padded_drafts: int = Field(
+        default=0, ge=0, description="placeholder draft slots vLLM padded this step with (no drafter proposed "
+                                     "them); vLLM counts them as drafted and rejected")
     draft_texts: list[str] = Field(default_factory=list, description="decoded drafts, for display")
     sampled_texts: list[str] = Field(default_factory=list, description="decoded sampled tokens, for display")
 
     @model_validator(mode="after")
-    def _check(self) -> Step:
+    def _check(self, info: ValidationInfo) -> Step:
+        if _lenient(info):
+            return self
         k = len(self.draft_token_ids)
         if any(t < 0 for t in self.draft_token_ids):
             raise ValueError("draft_token_ids contains placeholder ids (<0): async scheduling was on")
-        if self.num_accepted > k:
+        if self.num_accepted > k:  # padded slots are never accepted: only real drafts can be
             raise ValueError(f"num_accepted={self.num_accepted} > number of drafts {k}")
         if len(self.sampled_token_ids) != self.num_accepted + 1:
             raise ValueError(
@@ -77,9 +96,15 @@ class Step(_Frozen):
         return len(self.draft_token_ids)
 
     @property
+    def verified(self) -> bool:
+        """True when vLLM counts this step as a draft (real drafts or padded slots were verified)."""
+        return bool(self.draft_token_ids) or self.num_padded_drafts > 0
+
+    @property
     def all_accepted(self) -> bool:
         """True when the last sampled token is a bonus token (every draft accepted)."""
-        return bool(self.draft_token_ids) and self.num_accepted == len(self.draft_token_ids)
+        return (bool(self.draft_token_ids) and self.num_accepted == len(self.draft_token_ids)
+                and not self.num_padded_drafts)
 
 
 class StreamChunk(_Frozen):
@@ -117,14 +142,17 @@ class Request(_Frozen):
     start_time_s: float = Field(description="unix time the client sent the request")
     first_token_time_s: float | None = None
     end_time_s: float | None = None
-    finish_reason: str | None = Field(description="'length', 'stop', 'abort', or None if cut off")
+    finish_reason: str | None = Field(description="'length', 'stop', 'abort', or None if cut off or failed")
+    error: str | None = Field(default=None, description="why the request failed (the server's message), if it did")
     steps: list[Step] = Field(default_factory=list, description="empty when the server had no tracer")
     stream_chunks: list[StreamChunk] = Field(default_factory=list, description="the stream, chunk by chunk")
     spec_decode_metrics: RequestSpecDecodeMetrics | None = Field(
         default=None, description="vLLM's per-request acceptance figures, when the server reports them")
 
     @model_validator(mode="after")
-    def _check(self) -> Request:
+    def _check(self, info: ValidationInfo) -> Request:
+        if _lenient(info):
+            return self
         if self.steps:
             committed = [t for s in self.steps for t in s.committed_token_ids]
             if committed != self.output_token_ids:
@@ -172,18 +200,24 @@ class RunMeta(_Frozen):
     max_tokens: int = Field(ge=1)
     complete: bool = True
     incomplete_reason: str | None = None
+    invalid_reason: str | None = Field(
+        default=None, description="the invariant the recording broke; its steps are kept as recorded, unchecked")
     vllm_counters: SpecDecodeCounters | None = None
     notes: str = ""
 
 
 class Run(_Frozen):
     kind: Literal["specviz.run"] = RUN_FILE_KIND
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[1, 2] = SCHEMA_VERSION
     meta: RunMeta
     requests: list[Request]
+    raw_trace_records: list[dict] | None = Field(
+        default=None, description="the tracer's records as written, kept when the run is invalid")
 
     @model_validator(mode="after")
-    def _check(self) -> Run:
+    def _check(self, info: ValidationInfo) -> Run:
+        if _lenient(info) or self.meta.invalid_reason:
+            return self
         ids = [r.request_id for r in self.requests]
         if len(ids) != len(set(ids)):
             raise ValueError("request ids are not unique")
@@ -193,10 +227,10 @@ class Run(_Frozen):
         if k is not None:
             for r in self.requests:
                 for s in r.steps:
-                    if s.num_drafts > k:
+                    if s.num_drafts + s.num_padded_drafts > k:
                         raise ValueError(
-                            f"request {r.request_id} step {s.engine_step} has {s.num_drafts} drafts, "
-                            f"more than num_speculative_tokens={k}"
+                            f"request {r.request_id} step {s.engine_step} has {s.num_drafts} drafts and "
+                            f"{s.num_padded_drafts} padded slots, more than num_speculative_tokens={k}"
                         )
         if self.meta.speculative_config is None and any(s.draft_token_ids for r in self.requests for s in r.steps):
             raise ValueError("a baseline run (no speculative_config) has steps with drafts")
@@ -205,6 +239,87 @@ class Run(_Frozen):
 
 class RunFileError(ValueError):
     """A run file that cannot be read: corrupt, truncated, foreign or invalid. The message says why."""
+
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_CHUNK = 256 << 10  # inflate this much at a time
+
+
+def max_file_bytes() -> int:
+    """The largest file specviz reads, counted inflated: SPECVIZ_MAX_RUN_MB (MiB), default 256 MiB.
+
+    A recorded run takes about 200 bytes of JSON per output token (steps, stream chunks, token
+    texts): a concurrency-64 run of 64 x 512 tokens is about 7 MB, and 256 MiB holds about 1.3
+    million tokens (2,500 requests of 512 tokens). Parsing costs about ten times the file's size in
+    memory (6 MiB of run JSON took 66 MiB), so a shared deployment may want a lower cap.
+    """
+    text = os.environ.get(MAX_RUN_MB_ENV, "").strip()
+    if not text:
+        return DEFAULT_MAX_RUN_MB << 20
+    try:
+        mib = float(text)
+    except ValueError:
+        mib = -1.0
+    if not mib > 0 or mib == float("inf"):
+        raise ValueError(f"{MAX_RUN_MB_ENV}={text!r} is not a positive number of MiB")
+    return int(mib * (1 << 20))
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 20):,.1f} MiB" if n >= 1 << 20 else f"{n / 1024:,.1f} KiB"
+
+
+def read_capped(source: str | Path | bytes, *, name: str | None = None,
+                error: type[Exception] = RunFileError) -> bytes:
+    """The bytes of a file, or of file contents, gunzipped if they start with gzip's magic bytes,
+    refusing more than max_file_bytes(): a plain file's size is checked before it is read, gzip
+    data is first inflated without keeping it and stops as soon as it passes the cap (a gzip bomb
+    costs one chunk of memory), then inflated again into memory.
+
+    OSError (missing, unreadable) propagates; too large, or corrupt gzip data, raises `error`.
+    """
+    name = name or ("<uploaded>" if isinstance(source, (bytes, bytearray)) else str(source))
+    try:
+        cap = max_file_bytes()
+    except ValueError as e:
+        raise error(f"{name}: {e}") from None
+
+    def too_big(what: str, need: int = 0) -> Exception:
+        suggest = max(1024, 4 * (cap >> 20), 2 * (-(-need >> 20)))
+        return error(f"{name}: {what}; specviz reads at most {_size(cap)} ({MAX_RUN_MB_ENV}). If it is a real "
+                     f"run or sweep, raise the limit with that environment variable (in MiB), e.g. "
+                     f"{MAX_RUN_MB_ENV}={suggest} before `python -m specviz` or `streamlit run`")
+
+    in_memory = isinstance(source, (bytes, bytearray))
+    with (io.BytesIO(source) if in_memory else open(source, "rb")) as f:
+        size = len(source) if in_memory else os.fstat(f.fileno()).st_size
+        head = bytes(source[:2]) if in_memory else f.peek(2)[:2]
+        if head != _GZIP_MAGIC:
+            if size > cap:
+                raise too_big(f"is {_size(size)}", size)
+            data = source if in_memory else f.read(cap + 1)  # not a regular file: st_size says nothing
+            if len(data) > cap:
+                raise too_big(f"is more than {_size(cap)}")
+            return data
+        try:
+            if f.seekable():  # measure first, keeping nothing
+                with gzip.GzipFile(fileobj=f, mode="rb") as g:
+                    n = 0
+                    while n <= cap and (chunk := g.read(_CHUNK)):
+                        n += len(chunk)
+                if n > cap:
+                    raise too_big(f"inflates to more than {_size(cap)} from {_size(size)} of gzip data "
+                                  "(decompression stopped there)")
+                f.seek(0)
+            out = bytearray()
+            with gzip.GzipFile(fileobj=f, mode="rb") as g:
+                while chunk := g.read(min(_CHUNK, cap + 1 - len(out))):
+                    out += chunk
+                    if len(out) > cap:  # the file grew since it was measured, or could not be measured
+                        raise too_big(f"inflates to more than {_size(cap)}")
+        except (OSError, EOFError, zlib.error) as e:
+            raise error(f"{name}: corrupt or truncated gzip data ({e})") from e
+        return out
 
 
 def save_run(run: Run, path: str | Path) -> Path:
@@ -227,14 +342,9 @@ def load_run(source: str | Path | bytes) -> Run:
     """Read a run from a path or from the bytes of a file; raise RunFileError saying what is wrong."""
     name = "<uploaded>" if isinstance(source, bytes) else str(source)
     try:
-        raw = source if isinstance(source, bytes) else Path(source).read_bytes()
+        raw = read_capped(source, name=name)
     except OSError as e:
         raise RunFileError(f"{name}: cannot read: {e.strerror or e}") from e
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as e:
-            raise RunFileError(f"{name}: corrupt or truncated gzip data ({e})") from e
     try:
         doc = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -242,12 +352,15 @@ def load_run(source: str | Path | bytes) -> Run:
     if not isinstance(doc, dict) or doc.get("kind") != RUN_FILE_KIND:
         raise RunFileError(f"{name}: not a specviz run file (expected \"kind\": \"{RUN_FILE_KIND}\")")
     version = doc.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if version not in READABLE_SCHEMA_VERSIONS:
         raise RunFileError(
-            f"{name}: schema_version {version!r}; this specviz reads version {SCHEMA_VERSION}"
+            f"{name}: schema_version {version!r}; this specviz reads versions "
+            f"{', '.join(map(str, READABLE_SCHEMA_VERSIONS))}"
         )
+    meta = doc.get("meta")
+    invalid = isinstance(meta, dict) and bool(meta.get("invalid_reason"))
     try:
-        return Run.model_validate(doc)
+        return Run.model_validate(doc, context=LENIENT if invalid else None)
     except ValidationError as e:
         raise RunFileError(f"{name}: invalid run file {first_error(e)}") from e
 

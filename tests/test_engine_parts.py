@@ -4,7 +4,7 @@ import json
 
 from conftest import make_step
 from specviz.engine import (TraceReader, _steps_within, client_request_id, counters_delta, parse_spec_counters,
-                            port_is_free, steps_by_request)
+                            placeholder_only_reason, port_is_free, steps_by_request, warmup_prompts)
 
 # The shape of vLLM 0.32's /metrics for spec decoding (one engine, k=3).
 METRICS = """
@@ -83,3 +83,56 @@ def test_port_is_free_sees_a_bound_port():
         s.bind(("127.0.0.1", 0))
         s.listen()
         assert not port_is_free(s.getsockname()[1])
+
+
+def test_steps_by_request_reads_padded_slots_and_four_field_records():
+    records = [
+        {"step": 1, "t": 1.0, "reqs": [["cmpl-run-0-0-aaaaaaaa", [], [5], [5], 3]]},  # padded first step
+        {"step": 2, "t": 2.0, "reqs": [["cmpl-run-0-0-aaaaaaaa", [5, 6, 7], [5, 8], [5, 8]]]},  # an older tracer
+    ]
+    padded, real = steps_by_request(records, ["run-0"], decode=str)["run-0"]
+    assert (padded.num_padded_drafts, padded.num_accepted, padded.verified, padded.all_accepted) == (3, 0, True, False)
+    assert (real.num_padded_drafts, real.num_accepted) == (0, 1)
+
+
+def test_placeholder_only_traces_are_named_and_a_few_padded_admissions_are_not():
+    admitted_padded = {"step": 1, "t": 1.0, "reqs": [["cmpl-a-0-0-x", [], [5], [5], 3], ["cmpl-b-0-0-y", [], [6], [6], 3]]}
+    real_drafts = {"step": 2, "t": 2.0, "reqs": [["cmpl-a-0-0-x", [1, 2, 3], [1, 9], [1, 9], 0]]}
+    only_pads = {"step": 3, "t": 3.0, "reqs": [["cmpl-a-0-0-x", [], [4], [4], 3], ["cmpl-b-0-0-y", [], [7], [7], 3]]}
+    assert placeholder_only_reason([admitted_padded, real_drafts, only_pads]) is None
+    assert placeholder_only_reason([admitted_padded]) is None  # no decode step yet
+    why = placeholder_only_reason([admitted_padded, only_pads])
+    assert "VLLM_USE_V2_MODEL_RUNNER=0" in why and "--no-async-scheduling" in why
+
+
+def test_trace_reader_from_end_seeks_past_earlier_records_and_a_half_line(tmp_path):
+    path = tmp_path / "t.jsonl"
+    line = json.dumps({"step": 1, "t": 0, "reqs": []})
+    path.write_text((line + "\n") * 5000 + line[:7])  # ~190 KB: more than one probe window
+    reader = TraceReader(path, from_end=True)
+    assert reader.read_new() == []
+    with open(path, "a") as f:
+        f.write(line[7:] + "\n" + line + "\n")
+    assert len(reader.read_new()) == 2
+
+
+def test_trace_reader_follows_the_tracers_rotation(tmp_path):
+    path = tmp_path / "t.jsonl"
+    rec = lambda i: json.dumps({"step": i, "t": 0, "reqs": []}) + "\n"  # noqa: E731
+    path.write_text(rec(1))
+    reader = TraceReader(path)
+    assert [r["step"] for r in reader.read_new()] == [1]
+    with open(path, "a") as f:
+        f.write(rec(2))
+    path.rename(tmp_path / "t.jsonl.1")  # what the tracer does past SPECVIZ_TRACE_MAX_MB
+    path.write_text(rec(3))
+    assert [r["step"] for r in reader.read_new()] == [2, 3]
+    assert reader.read_new() == []
+
+
+def test_warmup_prompts_are_distinct_and_in_no_prompt_set():
+    from specviz.prompts import BUILTIN_PROMPT_SETS
+
+    prompts = warmup_prompts(4)
+    assert len(set(prompts)) == 4
+    assert not set(prompts) & {p for _, ps in BUILTIN_PROMPT_SETS.values() for p in ps}

@@ -1,0 +1,87 @@
+"""The command line's edges: --vllm-args spellings, and a reader that closes the pipe early."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import specviz.__main__ as cli
+from specviz.trace import list_run_files
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--vllm-args", "--no-enable-prefix-caching"], ["--vllm-args=--no-enable-prefix-caching"]),
+    (["--vllm-args", "--tensor-parallel-size 4"], ["--vllm-args=--tensor-parallel-size 4"]),
+    (["--vllm-args=--enforce-eager"], ["--vllm-args=--enforce-eager"]),
+    (["--k", "1,2", "--vllm-args", "--enforce-eager", "--out", "x", "--vllm-args=--tensor-parallel-size 2"],
+     ["--k", "1,2", "--vllm-args=--enforce-eager --tensor-parallel-size 2", "--out", "x"]),
+    (["--out", "x"], ["--out", "x"]),
+    (["--vllm-args"], ["--vllm-args"]),  # no value: argparse says so
+    (["--", "--vllm-args", "-x"], ["--", "--vllm-args", "-x"]),
+])
+def test_join_vllm_args(argv, expected):
+    assert cli.join_vllm_args(argv) == expected
+
+
+@pytest.fixture
+def parsed(monkeypatch):
+    """Run main() with stub commands: the arguments they would get, without starting any engine."""
+    seen = []
+    for name in ("cmd_record", "cmd_sweep"):
+        monkeypatch.setattr(cli, name, lambda args: seen.append(args) or 0)
+    return seen
+
+
+RECORD = ["record", "--model", "m", "--spec", "none", "--prompts", "builtin:code", "--out", "r.json.gz"]
+SWEEP = ["sweep", "--model", "m", "--out", "sweeps/x"]
+
+
+@pytest.mark.parametrize("base", [RECORD, SWEEP], ids=["record", "sweep"])
+@pytest.mark.parametrize("extra, value", [
+    (["--vllm-args", "--no-enable-prefix-caching"], "--no-enable-prefix-caching"),
+    (["--vllm-args=--no-enable-prefix-caching"], "--no-enable-prefix-caching"),
+    (["--vllm-args", "--tensor-parallel-size 4"], "--tensor-parallel-size 4"),
+    (["--vllm-args", "--enforce-eager", "--vllm-args", "--tensor-parallel-size 4"],
+     "--enforce-eager --tensor-parallel-size 4"),
+    ([], ""),
+])
+def test_vllm_args_spellings_reach_the_command(parsed, base, extra, value):
+    assert cli.main(base + extra) == 0
+    assert parsed[-1].vllm_args == value
+    assert parsed[-1].out == base[-1]  # the options after it are still parsed
+
+
+def test_two_unquoted_vllm_arguments_get_a_hint(parsed, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(RECORD + ["--vllm-args", "--tensor-parallel-size", "4"])
+    assert e.value.code == 2 and not parsed
+    err = capsys.readouterr().err
+    assert "unrecognized arguments: 4" in err and "one quoted value" in err
+
+
+class _ClosedPipe:
+    """A stdout whose reader has gone: every write raises, as `| head` makes it."""
+
+    def write(self, text):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self):
+        pass
+
+
+def test_a_closed_stdout_ends_quietly_in_process(monkeypatch):
+    monkeypatch.setattr(sys, "stdout", _ClosedPipe())
+    assert cli.main(["check", str(list_run_files()[0])]) == 141
+    assert not isinstance(sys.stdout, _ClosedPipe)  # what is left goes to /dev/null
+
+
+def test_check_piped_into_a_reader_that_closes_early_exits_quietly():
+    proc = subprocess.Popen([sys.executable, "-m", "specviz", "check", str(list_run_files()[0])], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader is gone before specviz writes its summary (it takes a second to start)
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err and "Exception ignored" not in err

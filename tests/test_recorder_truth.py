@@ -1,0 +1,102 @@
+"""Unit: padded draft slots, failed requests and invalid runs are kept, counted and shown (no engine)."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import make_run, make_step
+
+from specviz import render
+from specviz.__main__ import main
+from specviz.engine import Provenance, StreamResult, build_run
+from specviz.metrics import count_acceptance, count_as_vllm, summarize
+from specviz.trace import Request, SpecDecodeCounters, Step, load_run, save_run
+
+
+def _padded_request() -> Request:
+    """The repro's shape at k=4: a padded admission, then one real step accepting 2 of 4."""
+    steps = [
+        Step(engine_step=1, time_s=1.0, draft_token_ids=[], sampled_token_ids=[6], committed_token_ids=[6],
+             num_accepted=0, num_padded_drafts=4),
+        make_step(2, [1, 2, 3, 4], [1, 2, 5]),
+    ]
+    return Request(request_id="r0", prompt="p", output_token_ids=[6, 1, 2, 5], output_text="x", start_time_s=0.0,
+                   finish_reason="length", steps=steps)
+
+
+def test_padded_slots_are_counted_as_vllm_counts_them_and_left_out_of_specvizs_figures():
+    req = _padded_request()
+    assert count_acceptance(req.steps, 4).mean_acceptance_length == 3.0
+    as_vllm = count_as_vllm(req.steps, 4)
+    assert (as_vllm.num_drafts, as_vllm.num_draft_tokens, as_vllm.num_accepted_tokens) == (2, 8, 2)
+    assert as_vllm.mean_acceptance_length == 2.0
+    counters = SpecDecodeCounters(num_drafts=2, num_draft_tokens=8, num_accepted_tokens=2,
+                                  num_accepted_tokens_per_pos=[1, 1, 0, 0])
+    s = summarize(make_run([req], k=4, vllm_counters=counters))
+    assert s.counters_match is True and s.mean_acceptance_length == 3.0
+    assert (s.num_padded_steps, s.num_padded_draft_tokens) == (1, 4)
+
+
+def test_a_padded_step_renders_its_token_then_dotted_pad_chips():
+    step = _padded_request().steps[0]
+    assert render.step_roles(step) == [("6", "plain")] + [("pad", "padded")] * 4
+    assert "4 placeholder slots" in render.step_summary(step)
+    assert 'class="sv-chip sv-padded"' in render.step_html(step)
+    both = Step(engine_step=3, time_s=3.0, draft_token_ids=[1, 2], sampled_token_ids=[1, 2, 9],
+                committed_token_ids=[1, 2, 9], num_accepted=2, num_padded_drafts=1)
+    assert [r for _, r in render.step_roles(both)] == ["accepted", "accepted", "correction", "padded"]
+
+
+class _FakeServer:
+    model, trace = "tiny", True
+
+    def speculative_config(self):
+        return {"method": "ngram", "num_speculative_tokens": 3}
+
+    def provenance(self):
+        return Provenance(platform="cpu", device_name="test", vllm_version="0.32.0", async_scheduling=False)
+
+
+def _result(rid: str, tokens: list[int], error: str | None = None) -> StreamResult:
+    return StreamResult(request_id=rid, prompt="p", start_time_s=0.0, token_ids=tokens, text="x" * len(tokens),
+                        end_time_s=None if error else 1.0, finish_reason=None if error else "length", error=error)
+
+
+def test_a_recording_that_breaks_an_invariant_is_kept_marked_invalid_and_check_fails(tmp_path, capsys):
+    # The landed bug's shape: the tracer lost the first step, so the steps commit 1 token of 2.
+    results = [_result("run-0", [6, 7])]
+    records = [{"step": 2, "t": 2.0, "reqs": [["cmpl-run-0-0-aa", [], [7], [7]]]}]
+    steps = {"run-0": [make_step(2, [], [7])]}
+    run = build_run(_FakeServer(), results, steps, run_id="run", prompt_set="unit", concurrency=1, max_tokens=2,
+                    sampling={}, raw_trace_records=records)
+    assert "steps commit 1 tokens that differ from its 2 output tokens" in run.meta.invalid_reason
+    assert run.raw_trace_records == records and run.requests[0].steps  # kept as recorded
+    path = save_run(run, tmp_path / "invalid.json.gz")
+    assert load_run(path) == run
+    assert main(["check", str(path)]) == 1
+    assert "INVALID run" in capsys.readouterr().err
+
+
+def test_a_failed_request_is_kept_with_its_error_and_check_reports_it(tmp_path, capsys):
+    results = [_result("run-0", [6]), _result("run-1", [], error="HTTP 400: prompt too long")]
+    run = build_run(_FakeServer(), results, {"run-0": [make_step(1, [], [6])], "run-1": []}, run_id="run",
+                    prompt_set="unit", concurrency=1, max_tokens=1, sampling={})
+    assert run.meta.complete and run.meta.invalid_reason is None
+    assert run.requests[1].error == "HTTP 400: prompt too long"
+    path = save_run(run, tmp_path / "failed.json")
+    assert main(["check", str(path)]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["num_failed_requests"] == 1
+    assert "request run-1 failed: HTTP 400: prompt too long" in out.err
+
+
+def test_schema_1_files_still_open(weather_run, tmp_path):
+    doc = json.loads(weather_run.model_dump_json()) | {"schema_version": 1}
+    for req in doc["requests"]:
+        req.pop("error")
+        for step in req["steps"]:
+            step.pop("num_padded_drafts")
+    doc["meta"].pop("invalid_reason")
+    doc.pop("raw_trace_records")
+    (tmp_path / "v1.json").write_text(json.dumps(doc))
+    assert load_run(tmp_path / "v1.json").requests == weather_run.requests
