@@ -6,7 +6,7 @@ import json
 import pandas as pd
 import streamlit as st
 
-from specviz import catalog, render
+from specviz import catalog, render, walkthrough
 from specviz.config import TRACE_ENV_TEXT, ConfigError, SpecConfig, serve_command_text
 
 MAX_K = 32  # suffix decoding's docs suggest 16 to 32
@@ -22,7 +22,7 @@ def example_of(method: str) -> catalog.ExamplePair | None:
 def init_state() -> None:
     ex = example_of("ngram")
     for key, value in {
-        "methods_phase": catalog.PHASES[0], "methods_method": "ngram", "methods_k": 3,
+        "methods_phase": walkthrough.PHASES[0], "methods_method": "ngram", "methods_k": 3,
         "methods_target": ex.target if ex else "", "methods_draft": "", "methods_trace": True,
         "methods_launcher": LAUNCHERS[0], "methods_extra": "",
     }.items():
@@ -119,12 +119,12 @@ if aliases:
 
 # ---- (b) one verification step, phase by phase ----
 st.subheader("One verification step")
-weather = catalog.weather_request()
-phase = st.select_slider("Phase", options=list(catalog.PHASES), key="methods_phase")
-at = catalog.PHASES.index(phase)
-st.markdown(render.CSS + catalog.phase_html(weather, at), unsafe_allow_html=True)
-st.info(f"{at + 1}/{len(catalog.PHASES)} · {catalog.phase_caption(weather, at)}")
-if at == len(catalog.PHASES) - 1:
+weather = walkthrough.weather_request()
+phase = st.select_slider("Phase", options=list(walkthrough.PHASES), key="methods_phase")
+at = walkthrough.PHASES.index(phase)
+st.markdown(render.CSS + walkthrough.phase_html(weather, at), unsafe_allow_html=True)
+st.info(f"{at + 1}/{len(walkthrough.PHASES)} · {walkthrough.phase_caption(weather, at)}")
+if at == len(walkthrough.PHASES) - 1:
     st.markdown(render.legend_html(), unsafe_allow_html=True)
 
 # ---- (c) a config builder ----

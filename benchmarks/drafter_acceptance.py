@@ -25,16 +25,14 @@ import sys
 import time
 from pathlib import Path
 
+from specviz.config import SpecConfig
+from specviz.engine import LocalServer, record
+from specviz.metrics import acceptance_length_interval, run_acceptance, summarize
+from specviz.trace import load_run, save_run
+from specviz.train import DRAFTER_SPECS
+from specviz.train.data import HELDOUT_CHAT
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from specviz.config import SpecConfig  # noqa: E402
-from specviz.engine import LocalServer, record  # noqa: E402
-from specviz.metrics import acceptance_length_interval, run_acceptance, summarize  # noqa: E402
-from specviz.trace import load_run, save_run  # noqa: E402
-from specviz.train import DRAFTER_SPECS  # noqa: E402
-from specviz.train.data import HELDOUT_CHAT  # noqa: E402
-
 OUT = REPO / "sample_runs" / "drafters"
 NAMES = {"draft_model": "draft", "eagle3": "eagle3"}
 
@@ -53,7 +51,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-baseline", action="store_true")
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--out", default=str(OUT))
-    ap.add_argument("--rescore", action="store_true", help="rebuild summary.json from the runs in --out; start no server")
+    ap.add_argument("--rescore", action="store_true",
+                    help="rebuild summary.json from the runs in --out; start no server")
     args = ap.parse_args(argv)
     if args.rescore:
         return rescore(Path(args.out))
@@ -137,9 +136,10 @@ def _provenance(run) -> dict:
 def _print_table(summary: dict) -> None:
     runs = summary["runs"]
     base = {r["concurrency"]: r["output_tokens_per_s"] for r in runs.values() if r["method"] == "none"}
-    print("\n| method | k | c | mean acceptance length (90% interval) | acceptance per position | output tok/s | vs baseline |")
+    print("\n| method | k | c | mean acceptance length (90% interval) | acceptance per position | output tok/s "
+          "| vs baseline |")
     print("|---|---|---|---|---|---|---|")
-    for label, r in sorted(runs.items(), key=lambda kv: (kv[1]["method"], kv[1]["k"], kv[1]["concurrency"])):
+    for r in sorted(runs.values(), key=lambda r: (r["method"], r["k"], r["concurrency"])):
         mal = f"{r['mean_acceptance_length']:.2f}" if r["mean_acceptance_length"] else "–"
         if r.get("mean_acceptance_length_90"):
             mal += " ({:.2f}-{:.2f})".format(*r["mean_acceptance_length_90"])

@@ -16,19 +16,14 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from specviz import render  # noqa: E402
-from specviz.config import SpecConfig  # noqa: E402
-from specviz.demo_model import ensure_demo_model  # noqa: E402
-from specviz.engine import LocalServer, token_decoder, build_run, load_tokenizer, record, steps_by_request  # noqa: E402
-from specviz.engine import StreamResult  # noqa: E402
-from specviz.metrics import summarize  # noqa: E402
-from specviz.prompts import load_prompts  # noqa: E402
+from specviz import render
+from specviz.config import SpecConfig
+from specviz.demo_model import ensure_demo_model
+from specviz.engine import LocalServer, StreamResult, build_run, load_tokenizer, record, steps_by_request, token_decoder
+from specviz.metrics import summarize
+from specviz.prompts import load_prompts
 
 
 def best_of(fn, repeat: int = 5) -> float:

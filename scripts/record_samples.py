@@ -7,17 +7,14 @@ Prints one line per run (the figures quoted in issue notes come from here).
 """
 
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from specviz.config import SpecConfig  # noqa: E402
-from specviz.demo_model import ensure_demo_model  # noqa: E402
-from specviz.engine import LocalServer, record  # noqa: E402
-from specviz.metrics import summarize  # noqa: E402
-from specviz.prompts import load_prompts  # noqa: E402
-from specviz.trace import SAMPLE_RUNS_DIR, run_json_schema, save_run  # noqa: E402
+from specviz.config import SpecConfig
+from specviz.demo_model import ensure_demo_model
+from specviz.engine import LocalServer, record
+from specviz.metrics import summarize
+from specviz.prompts import load_prompts
+from specviz.trace import SAMPLE_RUNS_DIR, run_json_schema, save_run
 
 CONFIGS = {
     "baseline": None,

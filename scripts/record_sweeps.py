@@ -13,12 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from specviz.demo_model import ensure_demo_model
+from specviz.train import drafter_spec
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from specviz.demo_model import ensure_demo_model  # noqa: E402
-from specviz.train import drafter_spec  # noqa: E402
-
 NGRAM_2_4 = {"method": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 4}
 # The teaching-sized drafters trained for SmolLM2 by `python -m specviz.train` (see docs/drafters.md).
 DRAFT_MODEL = drafter_spec("draft_model", relative_to=ROOT)

@@ -11,7 +11,8 @@ server log, not the generic "Engine core initialization failed"). A plain server
 gives the greedy output every speculative run must reproduce.
 
 Targets: the demo model (SmolLM2-135M-Instruct) and a tiny random-weight 2-layer Llama
-(specviz.tiny_models), with drafters built on the fly by specviz.drafters (nothing downloaded).
+(specviz.testing.tiny_models), with drafters built on the fly by specviz.testing.drafters
+(nothing downloaded).
 Writes sample_runs/method_trials.json (see --out).
 
 Some methods get a second trial, listed after the first with the same method name:
@@ -22,7 +23,7 @@ Some methods get a second trial, listed after the first with the same method nam
       .venv/bin/pip wheel --no-deps --build-constraint <file: torch==2.13.0+cpu> arctic-inference==0.3.0 -w W
       .venv/bin/pip install --no-deps --target DIR W/arctic_inference-0.3.0-*.whl
 - dspark: with VLLM_USE_V2_MODEL_RUNNER=1, since vLLM's V1 model runner refuses it.
-custom_class is served `specviz.drafters.LastTokenLookupProposer`. Configs are built without
+custom_class is served `specviz.testing.drafters.LastTokenLookupProposer`. Configs are built without
 SpecConfig.from_dict's checks (specviz's catalog refuses some of them, e.g. gemma4_mtp without a
 model): the point is what vLLM itself says.
 """
@@ -42,13 +43,13 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from specviz.config import ConfigError, SpecConfig
+from specviz.engine import EngineError, LocalServer, load_tokenizer, local_device, record, vllm_version
+from specviz.metrics import summarize
+from specviz.testing import drafters
+from specviz.vllm_methods import vllm_speculative_methods
 
-from specviz import drafters  # noqa: E402
-from specviz.config import ConfigError, SpecConfig, vllm_speculative_methods  # noqa: E402
-from specviz.engine import EngineError, LocalServer, load_tokenizer, local_device, record, vllm_version  # noqa: E402
-from specviz.metrics import summarize  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 K = 3
 MAX_TOKENS = 16
@@ -57,7 +58,7 @@ START_TIMEOUT_S = 600
 RECORD_TIMEOUT_S = 300
 TINY = "tiny-llama-2L"
 TINY_DRAFT = "tiny-llama-1L-draft"
-CUSTOM_PROPOSER = "specviz.drafters.LastTokenLookupProposer"
+CUSTOM_PROPOSER = "specviz.testing.drafters.LastTokenLookupProposer"
 
 
 def _arctic_version(site: Path) -> str:
@@ -71,7 +72,7 @@ def _arctic_version(site: Path) -> str:
 def build_targets(work: Path, which: list[str]) -> dict[str, dict]:
     """{folder name: {"path", "dtype", "draft"}} for the requested targets."""
     from specviz.demo_model import ensure_demo_model
-    from specviz.tiny_models import build_tiny_pair
+    from specviz.testing.tiny_models import build_tiny_pair
 
     demo = ensure_demo_model(progress=lambda m: print(f"  demo model: {m}", flush=True))
     targets: dict[str, dict] = {}
@@ -138,15 +139,18 @@ def _build_dspark(dest: Path, target: Path) -> Path:
 
 
 DRAFT_LABELS = {
-    "draft_model": "tiny random-weight 1-layer Llama draft with the same tokenizer (specviz.tiny_models)",
-    "eagle": "random-weight EAGLE head with a hand-laid token path (tiny, built by specviz.drafters.build_eagle_head)",
+    "draft_model": "tiny random-weight 1-layer Llama draft with the same tokenizer (specviz.testing.tiny_models)",
+    "eagle": "random-weight EAGLE head with a hand-laid token path (tiny, built by "
+             "specviz.testing.drafters.build_eagle_head)",
     "eagle3": "random-weight EAGLE-3 head with a hand-laid token path (tiny, built by "
-              "specviz.drafters.build_eagle3_head)",
-    "medusa": f"{K} Medusa heads that repeat the target's own next token (specviz.drafters.build_medusa_head)",
+              "specviz.testing.drafters.build_eagle3_head)",
+    "medusa": f"{K} Medusa heads that repeat the target's own next token "
+              "(specviz.testing.drafters.build_medusa_head)",
     "extract_hidden_states": "none: vLLM's ExtractHiddenStatesModel caches the target's hidden states and "
                              "proposes the token just sampled (no checkpoint)",
     "mlp_speculator": "random-weight MLPSpeculator checkpoint (built by scripts/try_methods.py)",
-    "dflash": "random-weight 1-layer DFlash draft, Qwen3 layout 'DFlashDraftModel' (specviz.drafters.build_dflash_head)",
+    "dflash": "random-weight 1-layer DFlash draft, Qwen3 layout 'DFlashDraftModel' "
+              "(specviz.testing.drafters.build_dflash_head)",
     "dspark": "random-weight 1-layer DSpark draft, 'Qwen3DSparkModel' (built by scripts/try_methods.py)",
     "custom_class": f"{CUSTOM_PROPOSER} (last-token lookup, no checkpoint)",
 }
@@ -334,7 +338,8 @@ def one_trial(method: str, name: str, target: dict, work: Path, tokenizer, basel
         note += f"; {variant.note}"
     if f"method `{method}` is deprecated and replaced with mtp" in log:
         note += f"; vLLM logged that method `{method}` is deprecated and replaced with mtp"
-    status = f"RAN      mean acceptance length {summary.mean_acceptance_length:.2f}" if ran else f"NOT RUN  {error or note}"
+    status = (f"RAN      mean acceptance length {summary.mean_acceptance_length:.2f}" if ran
+              else f"NOT RUN  {error or note}")
     print(f"[{name}] {label:<24} {status}  ({time.time() - t0:.0f} s)", flush=True)
     return {"method": method, "target": name, "draft": draft, "ran": ran, "error": error,
             "mean_acceptance_length": summary.mean_acceptance_length if ran else None, "note": note}

@@ -23,6 +23,7 @@ from urllib.parse import urlparse
 
 import httpx
 
+from .base import SpecvizError
 from .config import SpecConfig
 from .engine import Provenance, local_device, parse_spec_counters
 from .trace import Run, SpecDecodeCounters
@@ -30,7 +31,7 @@ from .trace import Run, SpecDecodeCounters
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
 
 
-class AttachError(RuntimeError):
+class AttachError(SpecvizError, RuntimeError):
     """The server cannot be used; the message says what to check."""
 
 

@@ -13,21 +13,22 @@ marked `installed=False`. Trial results from `scripts/try_methods.py`
 (`sample_runs/method_trials.json`) add "tried here" lines to `known_to_run`.
 
 The descriptions follow the installed vLLM (0.32) source and vLLM's docs; example checkpoints are
-the ones those name. The module also builds the worked example every user should recognise
-("sunny and warm outside", see `weather_request`) phase by phase for the Methods page.
+the ones those name. The installed vLLM's method and field names come from `specviz.vllm_methods`;
+the worked example ("sunny and warm outside") is drawn by `specviz.walkthrough`.
 """
 
 from __future__ import annotations
 
 import json
-from html import escape
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field
+from pydantic import Field, ValidationError, computed_field
 
-from . import config, render
-from .trace import SAMPLE_RUNS_DIR, Request, Step, first_error, read_capped
+from . import vllm_methods
+from .base import Frozen, SpecvizError
+from .files import Wording, read_versioned_json
+from .trace import SAMPLE_RUNS_DIR, first_error
 
 Family = Literal[
     "model-free lookup",
@@ -83,11 +84,7 @@ FAMILY_TEXT: dict[str, str] = {
 }
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Param(_Frozen):
+class Param(Frozen):
     """One SpeculativeConfig field a method uses, with its meaning and vLLM's default."""
 
     name: str = Field(description="the field of vLLM's SpeculativeConfig")
@@ -99,14 +96,14 @@ class Param(_Frozen):
     choices: tuple[str, ...] = ()
 
 
-class ExamplePair(_Frozen):
+class ExamplePair(Frozen):
     target: str
     draft: str | None = Field(description="the checkpoint passed as 'model'; None when the method needs none")
     settings: dict[str, Any] = Field(default_factory=dict, description="other speculative_config fields it uses")
     source: str
 
 
-class KnownRun(_Frozen):
+class KnownRun(Frozen):
     """Where a method is known to run, and who says so."""
 
     platform: str = Field(description="cpu, cuda or rocm")
@@ -125,7 +122,7 @@ class KnownRun(_Frozen):
         return f"{self.platform} ({self.source}: failed: {self.detail or 'no error message'})"
 
 
-class MethodInfo(_Frozen):
+class MethodInfo(Frozen):
     name: str = Field(description="the 'method' value in speculative_config")
     family: Family
     summary: str = Field(description="one or two plain sentences")
@@ -444,11 +441,11 @@ TRIALS_FILE_KIND = "specviz.method_trials"
 DEFAULT_TRIALS_PATH = SAMPLE_RUNS_DIR / "method_trials.json"
 
 
-class TrialsFileError(ValueError):
+class TrialsFileError(SpecvizError, ValueError):
     """A trials file that cannot be used; the message says why."""
 
 
-class MethodTrial(_Frozen):
+class MethodTrial(Frozen):
     method: str
     target: str
     draft: str | None
@@ -458,7 +455,7 @@ class MethodTrial(_Frozen):
     note: str
 
 
-class MethodTrials(_Frozen):
+class MethodTrials(Frozen):
     kind: Literal["specviz.method_trials"] = TRIALS_FILE_KIND
     vllm_version: str
     platform: str
@@ -467,19 +464,20 @@ class MethodTrials(_Frozen):
     trials: list[MethodTrial]
 
 
+# A trials file has no schema_version; its refusals keep the wording they had before the shared loader.
+_TRIALS_WORDING = Wording(
+    missing="{source} does not exist",
+    unreadable="{name} is not a JSON file ({error})",
+    not_json="{name} is not a JSON file ({error})",
+    wrong_kind="{name} is not a specviz method-trials file: its 'kind' is {found!r}, expected {kind!r}",
+)
+
+
 def load_trials(path: str | Path = DEFAULT_TRIALS_PATH) -> MethodTrials:
     """Read a method-trials file; raise TrialsFileError naming the problem."""
     path = Path(path)
-    try:
-        data = json.loads(read_capped(path, name=path.name, error=TrialsFileError))
-    except FileNotFoundError:
-        raise TrialsFileError(f"{path} does not exist") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise TrialsFileError(f"{path.name} is not a JSON file ({e})") from None
-    kind = data.get("kind") if isinstance(data, dict) else None
-    if kind != TRIALS_FILE_KIND:
-        raise TrialsFileError(f"{path.name} is not a specviz method-trials file: its 'kind' is {kind!r}, "
-                              f"expected {TRIALS_FILE_KIND!r}")
+    data = read_versioned_json(path, kind=TRIALS_FILE_KIND, versions=None, error=TrialsFileError,
+                               label="method-trials", name=path.name, wording=_TRIALS_WORDING)
     try:
         return MethodTrials.model_validate(data)
     except ValidationError as e:
@@ -527,8 +525,8 @@ def catalog(trials: MethodTrials | None = None) -> list[MethodInfo]:
     Described methods come first in this catalog's order, then ones this specviz version does not
     describe, in vLLM's order. Parameters the installed vLLM's SpeculativeConfig lacks are left out.
     """
-    installed = config.vllm_speculative_methods()
-    fields = config.vllm_speculative_fields()
+    installed = vllm_methods.vllm_speculative_methods()
+    fields = vllm_methods.vllm_speculative_fields()
     names = [*(n for n in DESCRIBED if n in installed), *(n for n in installed if n not in DESCRIBED),
              *(n for n in DESCRIBED if n not in installed)]
     out = []
@@ -588,83 +586,3 @@ def method_rows(entries: list[MethodInfo], *, aliases: bool = False) -> list[dic
         "model": m.model + (f": {m.model_role}" if m.model_role and m.model != "unused" else ""),
         "known to run": "; ".join(r.text for r in m.known_to_run),
     } for m in entries if aliases or not is_mtp_alias(m)]
-
-
-# ---- the worked example, phase by phase --------------------------------------------------------
-
-WEATHER_PROMPT = "The weather today is"
-PHASES = ("drafts proposed", "target verifies", "accepted prefix", "correction", "discarded tail, commit")
-
-
-def weather_request() -> Request:
-    """The drafter proposes ' sunny and warm outside'; the target accepts 2 and puts ' clear' for ' warm'.
-
-    Token ids: sunny=1 and=2 warm=3 outside=4 clear=5 (made up; the texts are what is shown).
-    """
-    step = Step(engine_step=1, time_s=1.0, draft_token_ids=[1, 2, 3, 4], sampled_token_ids=[1, 2, 5],
-                committed_token_ids=[1, 2, 5], num_accepted=2,
-                draft_texts=[" sunny", " and", " warm", " outside"], sampled_texts=[" sunny", " and", " clear"])
-    return Request(request_id="weather", prompt=WEATHER_PROMPT, output_token_ids=[1, 2, 5],
-                   output_text=" sunny and clear", start_time_s=0.0, finish_reason=None, steps=[step])
-
-
-def _span(text: str, css: str, title: str) -> str:
-    return f'<span class="sv-chip {css}" title="{escape(title)}">{render.visible(text)}</span>'
-
-
-def _drafted_step(request: Request) -> Step:
-    step = next((s for s in request.steps if s.draft_token_ids), None)
-    if step is None or step.all_accepted:
-        raise ValueError("the phases need a step with drafts and a rejection, such as weather_request()'s")
-    return step
-
-
-def phase_html(request: Request, phase: int) -> str:
-    """HTML for phase 0..4 (see PHASES) of the request's first drafted step; every token text is escaped."""
-    step = _drafted_step(request)
-    drafts = step.draft_texts or [str(t) for t in step.draft_token_ids]
-    sampled = step.sampled_texts or [str(t) for t in step.sampled_token_ids]
-    n = step.num_accepted
-    roles = render.step_roles(step)  # accepted..., rejected, correction, discarded...
-
-    def row(label: str, chips: str) -> str:
-        return f'<div class="sv-row"><span class="sv-stepno">{escape(label)}</span>{chips}</div>'
-
-    def undecided(texts: list[str]) -> str:
-        return "".join(_span(t, "sv-plain", "proposed draft, not yet decided") for t in texts)
-
-    rows = [row("prompt", escape(request.prompt))]
-    if phase == 0:
-        rows.append(row("drafts", undecided(drafts)))
-    elif phase == 1:
-        rows.append(row("drafts", undecided(drafts)))
-        # One target pass scores every draft position; the first mismatch ends the comparison.
-        verdicts = [_span(sampled[i] + " ✓", "sv-accepted", "the target's token matches the draft") for i in range(n)]
-        verdicts.append(_span(sampled[n] + " ✗", "sv-correction", "the target's token differs from the draft"))
-        verdicts += [_span("not compared", "sv-discarded", "after the first mismatch") for _ in drafts[n + 1:]]
-        rows.append(row("target", "".join(verdicts)))
-    elif phase == 2:
-        rows.append(row("step", "".join(render.chip(t, r) for t, r in roles[:n]) + undecided(drafts[n:])))
-    elif phase == 3:
-        rows.append(row("step", "".join(render.chip(t, r) for t, r in roles[:n + 2]) + undecided(drafts[n + 1:])))
-    else:
-        rows.append(row("step", "".join(render.chip(t, r) for t, r in roles)))
-        rows.append(row("output", escape(request.prompt) + render.output_html(request)))
-    return "".join(rows)
-
-
-def phase_caption(request: Request, phase: int) -> str:
-    step = _drafted_step(request)
-    drafts = [t.strip() for t in step.draft_texts or map(str, step.draft_token_ids)]
-    sampled = [t.strip() for t in step.sampled_texts or map(str, step.sampled_token_ids)]
-    k, n = len(drafts), step.num_accepted
-    return [
-        f"The drafter proposes {k} tokens to follow the prompt: {' '.join(drafts)!r}.",
-        f"One target forward pass scores all {k} positions at once. It agrees on the first {n}; at position "
-        f"{n + 1} its own token is {sampled[n]!r}, not {drafts[n]!r}.",
-        f"The longest prefix where draft and target agree is accepted: {n} tokens.",
-        f"The first rejected draft ({drafts[n]!r}) is replaced by the target's own token ({sampled[n]!r}): "
-        "the correction costs no extra pass.",
-        f"Drafts after the first rejection are discarded ({k - n - 1} here): they were guessed after a wrong "
-        f"token. {render.step_summary(step)}.",
-    ][phase]

@@ -12,66 +12,34 @@ the same as a Python snippet, and `serve_command()` the `vllm serve` command lin
         --scheduler-cls specviz.tracer.TracingScheduler \\
         --no-async-scheduling
 
-Methods and field names come from the installed vLLM when it can be imported, so a newer
-vLLM's methods are accepted without code changes. What each method requires (a draft `model`,
-a fixed `num_speculative_tokens`, parameter ranges) comes from `specviz.catalog`.
+Methods and field names come from the installed vLLM when it can be imported
+(`specviz.vllm_methods`), so a newer vLLM's methods are accepted without code changes. What each
+method requires (a draft `model`, a fixed `num_speculative_tokens`, parameter ranges) comes from
+`specviz.catalog`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shlex
-from functools import cache
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from . import vllm_methods
+from .base import Frozen, SpecvizError
+from .catalog import Param, method_info
 
 # Must equal specviz.engine.TRACER_CLS (a test checks); engine.py imports this module, not the reverse.
 TRACER_SCHEDULER_CLS = "specviz.tracer.TracingScheduler"
 
-# Used only when vLLM cannot be imported here (for example a laptop that opens recorded runs).
-_FALLBACK_METHODS = (
-    "ngram", "ngram_gpu", "suffix", "draft_model", "eagle", "eagle3", "mtp",
-    "dflash", "dspark", "medusa", "mlp_speculator", "custom_class",
-)
 
-
-class ConfigError(ValueError):
+class ConfigError(SpecvizError, ValueError):
     """A speculative config that vLLM would refuse; the message names the field to change."""
 
 
-def _literal_values(tp: Any) -> list[str]:
-    args = get_args(tp)
-    if not args:
-        return [tp] if isinstance(tp, str) else []
-    return [v for a in args for v in _literal_values(a)]
-
-
-@cache
-def vllm_speculative_methods() -> tuple[str, ...]:
-    """The `method` values the installed vLLM accepts (its SpeculativeMethod literal)."""
-    try:
-        from vllm.config.speculative import SpeculativeMethod
-    except ImportError:
-        return _FALLBACK_METHODS
-    return tuple(dict.fromkeys(_literal_values(SpeculativeMethod)))
-
-
-@cache
-def vllm_speculative_fields() -> frozenset[str] | None:
-    """Field names of the installed vLLM's SpeculativeConfig, or None when vLLM is not importable."""
-    try:
-        from vllm.config.speculative import SpeculativeConfig
-    except ImportError:
-        return None
-    return frozenset(f.name for f in dataclasses.fields(SpeculativeConfig))
-
-
-class SpecConfig(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class SpecConfig(Frozen):
     method: str
     num_speculative_tokens: int = Field(description="k: drafts proposed per step")
     model: str | None = Field(default=None, description="draft checkpoint, for methods that have one")
@@ -85,7 +53,7 @@ class SpecConfig(BaseModel):
                               '{"method": "ngram", "num_speculative_tokens": 3}')
         d = dict(d)
         method = d.pop("method", None)
-        known = vllm_speculative_methods()
+        known = vllm_methods.vllm_speculative_methods()
         if method is None:
             raise ConfigError(f"speculative config: 'method' is missing; one of: {', '.join(known)}")
         if method not in known:
@@ -94,8 +62,6 @@ class SpecConfig(BaseModel):
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ConfigError(f"speculative config: 'num_speculative_tokens' must be an integer >= 1, got {k!r}")
         model = d.pop("model", None)
-        from .catalog import method_info  # the catalog imports this module
-
         info = method_info(method)
         if info is not None:
             if info.model == "required" and not model:
@@ -106,7 +72,7 @@ class SpecConfig(BaseModel):
             if info.fixed_k is not None and k != info.fixed_k:
                 raise ConfigError(f"speculative config: method {method!r} needs 'num_speculative_tokens' = "
                                   f"{info.fixed_k}, got {k}")
-        fields = vllm_speculative_fields()
+        fields = vllm_methods.vllm_speculative_fields()
         if fields is not None:
             unknown = sorted(set(d) - fields)
             if unknown:
@@ -149,8 +115,6 @@ class SpecConfig(BaseModel):
 
     def check_local_paths(self) -> None:
         """For a local engine: the draft model must be a folder that exists."""
-        from .catalog import method_info
-
         info = method_info(self.method)
         if info is not None and info.model_kind != "checkpoint":
             return  # custom_class names a Python class, not a folder
@@ -164,8 +128,8 @@ def _is_import_path(model: str) -> bool:
     return "/" not in model and len(parts) >= 2 and all(p.isidentifier() for p in parts)
 
 
-def _check_param(param, value: Any) -> None:
-    """Type and range of one method parameter, as the catalog describes it (a catalog.Param)."""
+def _check_param(param: Param, value: Any) -> None:
+    """Type and range of one method parameter, as the catalog describes it."""
     if value is None or param.type == "json":
         return  # None is vLLM's "unset"; JSON-valued fields are left to vLLM
     if param.choices:

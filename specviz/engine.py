@@ -38,6 +38,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from pydantic import ValidationError
 
 from . import __version__
+from .base import SpecvizError
 from .config import SpecConfig
 from .platforms import attention_backends_from_log, detect_platform
 from .trace import (LENIENT, TRACE_FILE_ENV, RequestSpecDecodeMetrics, Run, RunMeta, SpecDecodeCounters, Step,
@@ -53,7 +54,7 @@ WARMUP_PROMPT = "Warm-up request: name three colours."
 TRACER_CLS = "specviz.tracer.TracingScheduler"
 
 
-class EngineError(RuntimeError):
+class EngineError(SpecvizError, RuntimeError):
     """The engine could not start or died; the message carries the log tail."""
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .base import SpecvizError
+
 _ARTICLE = (
     "The city council met on Tuesday to discuss the new public library. The building, which "
     "will replace the old library on Main Street, is planned to open in the spring of next year. "
@@ -81,7 +83,7 @@ BUILTIN_PROMPT_SETS: dict[str, tuple[str, list[str]]] = {
 }
 
 
-class PromptSetError(ValueError):
+class PromptSetError(SpecvizError, ValueError):
     pass
 
 

@@ -9,12 +9,12 @@ drafted steps that accepted more than j drafts, so the vector is cumulative and 
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from .base import Frozen
 
 
-class Source(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class Source(Frozen):
     title: str
     publisher: str
     date: str | None = Field(None, description="publication date, ISO format, when known")
@@ -27,10 +27,8 @@ class Source(BaseModel):
         return ", ".join(parts)
 
 
-class Reference(BaseModel):
+class Reference(Frozen):
     """One published figure (or set of figures) and the conditions it was measured under."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     key: str
     label: str = Field(description="short name for a legend")

@@ -14,17 +14,14 @@ import threading
 import time
 from collections.abc import Callable
 
-from pydantic import BaseModel, ConfigDict
-
+from .base import Frozen, SpecvizError
 from .config import SpecConfig
 from .engine import LocalServer
 
 IDLE_AFTER_S = 600  # a session that has not used the engine for this long no longer holds it
 
 
-class EngineConfig(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class EngineConfig(Frozen):
     model: str
     spec: SpecConfig | None = None
     dtype: str = "auto"
@@ -37,7 +34,7 @@ class EngineConfig(BaseModel):
         return f"{self.model} ({spec})"
 
 
-class EngineBusy(RuntimeError):
+class EngineBusy(SpecvizError, RuntimeError):
     """Another session is using the engine with another configuration."""
 
 

@@ -21,26 +21,19 @@ Files are JSON, optionally gzip-compressed (by the `.gz` suffix on save, by magi
 from __future__ import annotations
 
 import gzip
-import io
-import json
-import os
-import zlib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, model_validator
+
+from .base import Frozen, SpecvizError
+from .files import read_versioned_json
 
 SCHEMA_VERSION = 2  # 2 added padded draft slots, failed requests and invalid runs; 1 still reads
 READABLE_SCHEMA_VERSIONS = (1, 2)
 RUN_FILE_KIND = "specviz.run"
 TRACE_FILE_ENV = "SPECVIZ_TRACE_FILE"  # where specviz.tracer appends its step records (JSON lines)
 TRACE_MAX_MB_ENV = "SPECVIZ_TRACE_MAX_MB"  # past this size the tracer rotates its file to "<file>.1"
-MAX_RUN_MB_ENV = "SPECVIZ_MAX_RUN_MB"  # the largest run/sweep file specviz reads, inflated, in MiB
-DEFAULT_MAX_RUN_MB = 256  # see max_file_bytes()
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 LENIENT = {"lenient": True}  # validation context of an invalid run: types are checked, invariants are not
@@ -50,7 +43,7 @@ def _lenient(info: ValidationInfo) -> bool:
     return bool(info.context and info.context.get("lenient"))
 
 
-class Step(_Frozen):
+class Step(Frozen):
     """One engine step of one request."""
 
     engine_step: int = Field(ge=0, description="index of the engine step in the server's life")
@@ -107,7 +100,7 @@ class Step(_Frozen):
                 and not self.num_padded_drafts)
 
 
-class StreamChunk(_Frozen):
+class StreamChunk(Frozen):
     """One streamed chunk as the client saw it: vLLM sends one per engine step while the client keeps up."""
 
     time_s: float
@@ -115,7 +108,7 @@ class StreamChunk(_Frozen):
     text: str
 
 
-class RequestSpecDecodeMetrics(_Frozen):
+class RequestSpecDecodeMetrics(Frozen):
     """vLLM's own per-request acceptance figures (`--per-request-spec-decode-metrics`), as the server sent them.
 
     acceptance_histogram[j] = verify steps that accepted exactly j drafts (length k + 1).
@@ -132,7 +125,7 @@ class RequestSpecDecodeMetrics(_Frozen):
     per_step_drafted: list[int] | None = None
 
 
-class Request(_Frozen):
+class Request(Frozen):
     request_id: str
     prompt: str = Field(description="the prompt text sent to the server (after any chat template)")
     user_message: str | None = Field(default=None, description="the user's text the chat template wrapped")
@@ -170,7 +163,7 @@ class Request(_Frozen):
         return self
 
 
-class SpecDecodeCounters(_Frozen):
+class SpecDecodeCounters(Frozen):
     """vLLM's own spec-decode counters for the run (after minus before, from /metrics)."""
 
     num_drafts: int
@@ -179,7 +172,7 @@ class SpecDecodeCounters(_Frozen):
     num_accepted_tokens_per_pos: list[int]
 
 
-class RunMeta(_Frozen):
+class RunMeta(Frozen):
     run_id: str
     created_at: str = Field(description="ISO 8601, UTC")
     specviz_version: str
@@ -206,7 +199,7 @@ class RunMeta(_Frozen):
     notes: str = ""
 
 
-class Run(_Frozen):
+class Run(Frozen):
     kind: Literal["specviz.run"] = RUN_FILE_KIND
     schema_version: Literal[1, 2] = SCHEMA_VERSION
     meta: RunMeta
@@ -237,89 +230,8 @@ class Run(_Frozen):
         return self
 
 
-class RunFileError(ValueError):
+class RunFileError(SpecvizError, ValueError):
     """A run file that cannot be read: corrupt, truncated, foreign or invalid. The message says why."""
-
-
-_GZIP_MAGIC = b"\x1f\x8b"
-_CHUNK = 256 << 10  # inflate this much at a time
-
-
-def max_file_bytes() -> int:
-    """The largest file specviz reads, counted inflated: SPECVIZ_MAX_RUN_MB (MiB), default 256 MiB.
-
-    A recorded run takes about 200 bytes of JSON per output token (steps, stream chunks, token
-    texts): a concurrency-64 run of 64 x 512 tokens is about 7 MB, and 256 MiB holds about 1.3
-    million tokens (2,500 requests of 512 tokens). Parsing costs about ten times the file's size in
-    memory (6 MiB of run JSON took 66 MiB), so a shared deployment may want a lower cap.
-    """
-    text = os.environ.get(MAX_RUN_MB_ENV, "").strip()
-    if not text:
-        return DEFAULT_MAX_RUN_MB << 20
-    try:
-        mib = float(text)
-    except ValueError:
-        mib = -1.0
-    if not mib > 0 or mib == float("inf"):
-        raise ValueError(f"{MAX_RUN_MB_ENV}={text!r} is not a positive number of MiB")
-    return int(mib * (1 << 20))
-
-
-def _size(n: int) -> str:
-    return f"{n / (1 << 20):,.1f} MiB" if n >= 1 << 20 else f"{n / 1024:,.1f} KiB"
-
-
-def read_capped(source: str | Path | bytes, *, name: str | None = None,
-                error: type[Exception] = RunFileError) -> bytes:
-    """The bytes of a file, or of file contents, gunzipped if they start with gzip's magic bytes,
-    refusing more than max_file_bytes(): a plain file's size is checked before it is read, gzip
-    data is first inflated without keeping it and stops as soon as it passes the cap (a gzip bomb
-    costs one chunk of memory), then inflated again into memory.
-
-    OSError (missing, unreadable) propagates; too large, or corrupt gzip data, raises `error`.
-    """
-    name = name or ("<uploaded>" if isinstance(source, (bytes, bytearray)) else str(source))
-    try:
-        cap = max_file_bytes()
-    except ValueError as e:
-        raise error(f"{name}: {e}") from None
-
-    def too_big(what: str, need: int = 0) -> Exception:
-        suggest = max(1024, 4 * (cap >> 20), 2 * (-(-need >> 20)))
-        return error(f"{name}: {what}; specviz reads at most {_size(cap)} ({MAX_RUN_MB_ENV}). If it is a real "
-                     f"run or sweep, raise the limit with that environment variable (in MiB), e.g. "
-                     f"{MAX_RUN_MB_ENV}={suggest} before `python -m specviz` or `streamlit run`")
-
-    in_memory = isinstance(source, (bytes, bytearray))
-    with (io.BytesIO(source) if in_memory else open(source, "rb")) as f:
-        size = len(source) if in_memory else os.fstat(f.fileno()).st_size
-        head = bytes(source[:2]) if in_memory else f.peek(2)[:2]
-        if head != _GZIP_MAGIC:
-            if size > cap:
-                raise too_big(f"is {_size(size)}", size)
-            data = source if in_memory else f.read(cap + 1)  # not a regular file: st_size says nothing
-            if len(data) > cap:
-                raise too_big(f"is more than {_size(cap)}")
-            return data
-        try:
-            if f.seekable():  # measure first, keeping nothing
-                with gzip.GzipFile(fileobj=f, mode="rb") as g:
-                    n = 0
-                    while n <= cap and (chunk := g.read(_CHUNK)):
-                        n += len(chunk)
-                if n > cap:
-                    raise too_big(f"inflates to more than {_size(cap)} from {_size(size)} of gzip data "
-                                  "(decompression stopped there)")
-                f.seek(0)
-            out = bytearray()
-            with gzip.GzipFile(fileobj=f, mode="rb") as g:
-                while chunk := g.read(min(_CHUNK, cap + 1 - len(out))):
-                    out += chunk
-                    if len(out) > cap:  # the file grew since it was measured, or could not be measured
-                        raise too_big(f"inflates to more than {_size(cap)}")
-        except (OSError, EOFError, zlib.error) as e:
-            raise error(f"{name}: corrupt or truncated gzip data ({e})") from e
-        return out
 
 
 def save_run(run: Run, path: str | Path) -> Path:
@@ -341,22 +253,8 @@ def run_bytes(run: Run, gz: bool = True) -> bytes:
 def load_run(source: str | Path | bytes) -> Run:
     """Read a run from a path or from the bytes of a file; raise RunFileError saying what is wrong."""
     name = "<uploaded>" if isinstance(source, bytes) else str(source)
-    try:
-        raw = read_capped(source, name=name)
-    except OSError as e:
-        raise RunFileError(f"{name}: cannot read: {e.strerror or e}") from e
-    try:
-        doc = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise RunFileError(f"{name}: not JSON, or truncated ({e})") from e
-    if not isinstance(doc, dict) or doc.get("kind") != RUN_FILE_KIND:
-        raise RunFileError(f"{name}: not a specviz run file (expected \"kind\": \"{RUN_FILE_KIND}\")")
-    version = doc.get("schema_version")
-    if version not in READABLE_SCHEMA_VERSIONS:
-        raise RunFileError(
-            f"{name}: schema_version {version!r}; this specviz reads versions "
-            f"{', '.join(map(str, READABLE_SCHEMA_VERSIONS))}"
-        )
+    doc = read_versioned_json(source, kind=RUN_FILE_KIND, versions=READABLE_SCHEMA_VERSIONS, error=RunFileError,
+                              label="run", name=name)
     meta = doc.get("meta")
     invalid = isinstance(meta, dict) and bool(meta.get("invalid_reason"))
     try:

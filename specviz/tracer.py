@@ -43,6 +43,7 @@ import time
 from vllm.logger import init_logger
 from vllm.v1.core.sched.scheduler import Scheduler
 
+from .base import SpecvizError
 from .trace import TRACE_FILE_ENV, TRACE_MAX_MB_ENV
 
 logger = init_logger(__name__)
@@ -51,7 +52,7 @@ PLACEHOLDER_TOKEN_ID = -1
 DEFAULT_TRACE_MAX_MB = 512.0  # about 30 minutes at 64 concurrent requests on a fast GPU
 
 
-class TracerError(RuntimeError):
+class TracerError(SpecvizError, RuntimeError):
     pass
 
 

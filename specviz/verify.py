@@ -37,23 +37,20 @@ import time
 from typing import Literal
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from .base import Frozen, SpecvizError
 from .engine import token_decoder
 from .trace import Step
 
 DEFAULT_TOP_K = 5
 
 
-class VerifyError(RuntimeError):
+class VerifyError(SpecvizError, RuntimeError):
     """The draft could not be verified; the message says what to change."""
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Token(_Frozen):
+class Token(Frozen):
     """One token with the target's log-probability for it at some position.
 
     Example: Token(token_id=284, text=" and", logprob=-1.38).
@@ -64,7 +61,7 @@ class Token(_Frozen):
     logprob: float = Field(description="the target's log-probability at this position (-9999 for -inf)")
 
 
-class TargetChoice(_Frozen):
+class TargetChoice(Frozen):
     """The target's greedy choice at one position, with its top alternatives.
 
     Example: after "The weather today is sunny", token=" and" (argmax), top=[" and", ",", "."],
@@ -87,7 +84,7 @@ class TargetChoice(_Frozen):
         return self.token.logprob - max(others) if others else None
 
 
-class DraftPosition(_Frozen):
+class DraftPosition(Frozen):
     """Draft token j and what the target wanted there, given prompt + draft[:j].
 
     Example: j=2, draft " warm", target " clear", status "rejected".
@@ -109,7 +106,7 @@ class DraftPosition(_Frozen):
         return self.draft.token_id == self.target.token.token_id
 
 
-class DraftVerification(_Frozen):
+class DraftVerification(Frozen):
     """The outcome of verifying one draft against the target, greedily.
 
     Example ("The weather today is" + " sunny and warm outside", a target that likes " clear"):

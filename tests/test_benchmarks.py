@@ -39,3 +39,14 @@ def test_rescore_rebuilds_the_summary_from_saved_runs_keeping_order_and_provenan
 def test_rescore_refuses_a_folder_without_runs(tmp_path, benchmark):
     with pytest.raises(SystemExit, match="no saved runs"):
         benchmark.main(["--rescore", "--out", str(tmp_path)])
+
+
+def test_tracer_overhead_interval_resamples_whole_rounds():
+    spec = importlib.util.spec_from_file_location("tracer_overhead", BENCHMARK.parent / "tracer_overhead.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    ratio, low, high = module.paired_ratio_interval([[97, 99], [94, 96]], [[100, 100], [100, 98]])
+    assert ratio == pytest.approx((98 + 95) / (100 + 99))
+    assert low == pytest.approx(95 / 99) and high == pytest.approx(98 / 100)  # the rounds alone, at the ends
+    same = module.paired_ratio_interval([[90.0]] * 4, [[100.0]] * 4)
+    assert same == pytest.approx((0.9, 0.9, 0.9))  # identical rounds: a zero-width interval

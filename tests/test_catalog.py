@@ -7,7 +7,7 @@ import shlex
 
 import pytest
 
-from specviz import catalog, config
+from specviz import catalog, config, vllm_methods
 from specviz.__main__ import main
 from specviz.catalog import DESCRIBED, TrialsFileError, load_trials
 from specviz.config import ConfigError, SpecConfig, serve_command, serve_command_text
@@ -18,8 +18,8 @@ vllm = pytest.importorskip("vllm")
 def test_every_method_of_the_installed_vllm_is_in_the_catalog():
     names = [m.name for m in catalog.catalog()]
     assert len(names) == len(set(names))
-    assert set(config.vllm_speculative_methods()) <= set(names)
-    assert all(m.installed for m in catalog.catalog() if m.name in config.vllm_speculative_methods())
+    assert set(vllm_methods.vllm_speculative_methods()) <= set(names)
+    assert all(m.installed for m in catalog.catalog() if m.name in vllm_methods.vllm_speculative_methods())
 
 
 @pytest.mark.skipif(not vllm.__version__.startswith("0.32."), reason="the catalog was written against vLLM 0.32")
@@ -30,7 +30,7 @@ def test_the_catalog_describes_every_method_of_vllm_0_32():
 
 
 def test_a_newer_vllm_method_appears_and_a_missing_one_is_marked(monkeypatch):
-    monkeypatch.setattr(config, "vllm_speculative_methods", lambda: ("ngram", "eagle3", "brand_new"))
+    monkeypatch.setattr(vllm_methods, "vllm_speculative_methods", lambda: ("ngram", "eagle3", "brand_new"))
     entries = {m.name: m for m in catalog.catalog()}
     assert entries["brand_new"].installed and entries["brand_new"].family == "unknown to this specviz version"
     assert entries["ngram"].installed and entries["eagle3"].installed
@@ -237,7 +237,7 @@ def test_methods_json(capsys, tmp_path, monkeypatch):
     assert main(["methods", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     by_name = {m["name"]: m for m in out}
-    assert set(config.vllm_speculative_methods()) <= set(by_name)
+    assert set(vllm_methods.vllm_speculative_methods()) <= set(by_name)
     for m in out:
         assert {"name", "family", "installed", "known_to_run", "receives", "drafts_by", "params"} <= set(m)
     assert by_name["eagle3"]["receives"] == ["tokens", "fused hidden states of several layers"]
@@ -257,34 +257,3 @@ def test_methods_table_and_trials_option(capsys, tmp_path):
     path.write_text("{}")
     assert main(["methods", "--trials", str(path)]) == 2
     assert "not a specviz method-trials file" in capsys.readouterr().err
-
-
-# ---- the worked example, phase by phase ----
-
-def test_the_weather_step_phase_by_phase():
-    req = catalog.weather_request()
-    step = req.steps[0]
-    assert (step.num_drafts, step.num_accepted, len(step.committed_token_ids)) == (4, 2, 3)
-    pages = [catalog.phase_html(req, i) for i in range(len(catalog.PHASES))]
-    assert len(set(pages)) == len(pages)
-    assert "sv-accepted" not in pages[0] and pages[0].count("sv-plain") == 4
-    assert pages[1].count("✓") == 2 and pages[1].count("✗") == 1
-    assert pages[2].count("sv-chip sv-accepted") == 2 and "sv-correction" not in pages[2]
-    assert "sv-chip sv-rejected" in pages[3] and "sv-chip sv-correction" in pages[3] and "sv-discarded" not in pages[3]
-    assert "sv-chip sv-discarded" in pages[4] and 'class="sv-output"' in pages[4]
-    assert "3 tokens for one target pass" in catalog.phase_caption(req, 4)
-    assert "'clear', not 'warm'" in catalog.phase_caption(req, 1)
-
-
-def test_phase_views_escape_token_text():
-    from specviz.trace import Request, Step
-
-    step = Step(engine_step=1, time_s=1.0, draft_token_ids=[1, 2], sampled_token_ids=[1, 3],
-                committed_token_ids=[1, 3], num_accepted=1, draft_texts=["<b>", "<script>x</script>"],
-                sampled_texts=["<b>", "&amp;"])
-    req = Request(request_id="r", prompt="<i>prompt</i>", output_token_ids=[1, 3], output_text="",
-                  start_time_s=0.0, finish_reason=None, steps=[step])
-    for i in range(len(catalog.PHASES)):
-        html = catalog.phase_html(req, i)
-        assert "<script>" not in html and "<b>" not in html and "<i>" not in html
-        assert "&lt;" in html

@@ -27,7 +27,7 @@ SPEC = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1, 
 @pytest.fixture(scope="module")
 def running_server(tmp_path_factory):
     from specviz.demo_model import ensure_demo_model
-    from specviz.tiny_models import build_tiny_llama
+    from specviz.testing.tiny_models import build_tiny_llama
 
     target = build_tiny_llama(tmp_path_factory.mktemp("tiny") / "target", num_hidden_layers=2,
                               tokenizer_from=ensure_demo_model())

@@ -5,7 +5,7 @@ from streamlit.testing.v1 import AppTest
 
 from specviz import engine
 from specviz.demo_model import ensure_demo_model
-from specviz.tiny_models import build_tiny_pair
+from specviz.testing.tiny_models import build_tiny_pair
 
 LOCAL = "Local engine (specviz starts it)"
 

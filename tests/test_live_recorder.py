@@ -32,7 +32,7 @@ NGRAM = SpecConfig.from_dict({"method": "ngram", "num_speculative_tokens": K,
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     from specviz.demo_model import ensure_demo_model
-    from specviz.tiny_models import build_tiny_pair
+    from specviz.testing.tiny_models import build_tiny_pair
 
     target, _ = build_tiny_pair(tmp_path_factory.mktemp("tiny"), tokenizer_from=ensure_demo_model())
     return str(target)

@@ -1,4 +1,4 @@
-"""A short real sweep: tiny model, baseline + ngram at two k, two concurrencies; interrupted and resumed."""
+"""Short real sweeps on a tiny model: traced, interrupted and resumed; untraced with repeats, fed to the tuner."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ pytestmark = pytest.mark.live
 
 def test_sweep_measures_every_cell_resumes_after_an_interruption_and_compares_with_its_baseline(tmp_path):
     from specviz.demo_model import ensure_demo_model
-    from specviz.tiny_models import build_tiny_llama
+    from specviz.testing.tiny_models import build_tiny_llama
 
     target = build_tiny_llama(tmp_path / "target", num_hidden_layers=2, tokenizer_from=ensure_demo_model())
     grid = SweepGrid(target_model=str(target), drafters=[{"method": "ngram", "prompt_lookup_min": 1,
@@ -40,13 +40,62 @@ def test_sweep_measures_every_cell_resumes_after_an_interruption_and_compares_wi
 
     table = sweep_table(sweep)
     assert list(table.columns) == TABLE_COLUMNS and len(table) == 6
-    spec_only = ["method", "num_speculative_tokens", "mean_acceptance_length", "draft_acceptance_rate",
+    spec_only = ["method", "num_speculative_tokens", "mean_acceptance_length", "mean_acceptance_length_low",
+                 "mean_acceptance_length_high", "draft_acceptance_rate", "acceptance_from",
                  "counters_match"]  # the baseline has no drafts, so these are empty on its rows
     assert table.drop(columns=spec_only).notna().all().all()
     assert table[table.drafter != "baseline"][spec_only].notna().all().all()
     for row in table.itertuples():
         base = table[(table.drafter == "baseline") & (table.concurrency == row.concurrency)].iloc[0]
         assert row.speedup == pytest.approx(row.output_tokens_per_s / base.output_tokens_per_s)
-        assert load_run(out / row.run_file).meta.concurrency == row.concurrency
+        assert load_run(out / row.run_files).meta.concurrency == row.concurrency  # one run per cell
         if row.drafter != "baseline":
             assert row.mean_acceptance_length > 1 and row.counters_match
+
+
+def test_an_untraced_sweep_with_repeats_takes_acceptance_from_vllms_counters_and_feeds_the_tuner(tmp_path):
+    """Served as vLLM serves by default (no tracer), two interleaved rounds; the tuner predicts from counters."""
+    from specviz.demo_model import ensure_demo_model
+    from specviz.testing.tiny_models import build_tiny_llama
+    from specviz.tuning import predict
+
+    target = build_tiny_llama(tmp_path / "target", num_hidden_layers=2, tokenizer_from=ensure_demo_model())
+    grid = SweepGrid(target_model=str(target), drafters=[{"method": "ngram", "prompt_lookup_min": 1,
+                                                          "prompt_lookup_max": 3}],
+                     num_speculative_tokens=[2], concurrencies=[1, 2], prompts="builtin:repetitive",
+                     num_requests=6, max_tokens=32, dtype="float32", repeats=2, traced=False)
+    engines: list[str] = []
+    sweep = run_sweep(grid, tmp_path / "sweep", on_engine=lambda label, spec: engines.append(label))
+    assert engines == ["baseline", "ngram lookup 1-3", "ngram lookup 1-3", "baseline"]  # round 1 reversed
+    assert sweep.complete and len(sweep.cells) == 4
+    for cell in sweep.cells:
+        assert cell.repeats == 2 and not cell.traced and cell.async_scheduling is False  # the CPU forces it off
+        assert [r.repeat for r in cell.runs] == [0, 1]
+        assert cell.output_tokens_per_s_min <= cell.output_tokens_per_s <= cell.output_tokens_per_s_max
+        for run in cell.runs:
+            assert run.steps.num_engine_steps == 0 and run.counters_match is None  # no tracer
+            assert load_run(tmp_path / "sweep" / run.run_file).meta.traced is False
+        if cell.drafter == "baseline":
+            continue
+        # acceptance from vLLM's counters, per position, and per request from its per-request figures
+        for run in cell.runs:
+            assert run.vllm_counters is not None and run.num_drafts == run.vllm_counters.num_drafts > 0
+            assert sum(run.steps.accepted_histogram) == run.num_drafts
+            assert run.steps.accepted_histogram[1:] != [0, 0]
+            assert run.request_acceptance is not None and len(run.request_acceptance) == grid.num_requests
+            assert sum(d for d, _ in run.request_acceptance) == run.num_drafts
+        low, high = cell.mean_acceptance_length_90
+        assert 1 <= low <= cell.mean_acceptance_length <= high <= 3
+
+    table = sweep_table(sweep)
+    assert list(table.columns) == TABLE_COLUMNS
+    spec_rows = table[table.drafter != "baseline"]
+    assert (spec_rows.acceptance_from == "vLLM counters").all() and spec_rows.speedup_min.notna().all()
+
+    pred = predict(sweep, "ngram lookup 1-3")
+    assert not pred.refusals, pred.refusals
+    assert pred.step_cost is not None and pred.step_cost.num_cells == 4
+    assert sorted({(r.concurrency, r.num_speculative_tokens) for r in pred.rows}) == [
+        (c, k) for c in (1, 2) for k in (0, 1, 2)]
+    assert all(r.output_tokens_per_s > 0 for r in pred.rows)
+    assert [r.concurrency for r in pred.recommend()] == [1, 2]

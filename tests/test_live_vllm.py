@@ -33,7 +33,7 @@ CONCURRENCIES = (1, 8)
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     from specviz.demo_model import ensure_demo_model
-    from specviz.tiny_models import build_tiny_pair
+    from specviz.testing.tiny_models import build_tiny_pair
 
     target, draft = build_tiny_pair(tmp_path_factory.mktemp("tiny"), tokenizer_from=ensure_demo_model())
     return str(target), str(draft)

@@ -11,6 +11,8 @@ import pytest
 
 from specviz.train import common, data
 
+pytestmark = pytest.mark.slow  # torch training runs: `make test`, not the one-minute `make check`
+
 
 def test_missing_corpora_are_refused_with_the_command_that_gets_them(tmp_path):
     with pytest.raises(data.DataError, match="does not exist"):

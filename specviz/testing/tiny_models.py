@@ -1,7 +1,7 @@
 """Tiny random-weight Llama models for tests: built in about a second, nothing downloaded.
 
     from specviz.demo_model import ensure_demo_model
-    from specviz.tiny_models import build_tiny_pair
+    from specviz.testing.tiny_models import build_tiny_pair
     target, draft = build_tiny_pair(tmp_path, tokenizer_from=ensure_demo_model())
     # serve `target` with --dtype float32, plain or with
     # --speculative-config '{"method": "draft_model", "model": "<draft>", "num_speculative_tokens": 3}'
