@@ -96,6 +96,24 @@ def _missing(side: Side, concurrency: int) -> str | None:
             f"it has {', '.join(map(str, side.concurrencies()))}.")
 
 
+def _measured_as(table: pd.DataFrame) -> str:
+    """How the cells were measured: runs per cell, traced or not, async scheduling on or off."""
+    runs = sorted({int(r) for r in table["repeats"]})
+    span = str(runs[0]) if len(runs) == 1 else f"{runs[0]}-{runs[-1]}"
+    runs_text = ("1 run per cell (no spread)" if runs == [1] else
+                 f"{span} runs per cell, interleaved: figures are medians, bars the min-max over runs")
+    traced = {bool(t) for t in table["traced"]}
+    how = ("traced with the specviz tracer (which needs async scheduling off)" if traced == {True} else
+           "untraced, with the server's own defaults: acceptance from vLLM's counters" if traced == {False} else
+           "some cells traced (async scheduling off), some untraced (acceptance from vLLM's counters)")
+    async_on = {a for a in table["async_scheduling"] if a is not None and a == a}
+    scheduling = ("async scheduling on" if async_on == {True} else "async scheduling off" if async_on == {False}
+                  else "async scheduling mixed" if async_on else "async scheduling unknown")
+    if traced == {True} and async_on == {False}:
+        return f"Measured: {runs_text} · {how}."
+    return f"Measured: {runs_text} · {how} · {scheduling}."
+
+
 def _breakeven_lines(side: Side) -> list[str]:
     lines = []
     for d in charts.drafters(side.table):
@@ -160,6 +178,7 @@ for side in sides:
     st.caption(f"**{side.name}**: target {grid.target_model.rstrip('/').split('/')[-1]} · drafters "
                f"{', '.join(charts.drafters(side.full)) or 'none'} · k {', '.join(map(str, grid.num_speculative_tokens))} "
                f"· concurrency {', '.join(map(str, grid.concurrencies))} · {len(side.sweep.cells)} cells")
+    st.caption(_measured_as(side.full))
     if not side.sweep.complete:
         st.warning(f"'{side.name}' is incomplete: {len(side.sweep.cells)} of {len(side.sweep.expected_keys())} "
                    "cells were measured. Run the same `specviz sweep` command again to finish it.")

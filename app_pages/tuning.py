@@ -8,8 +8,17 @@ import streamlit as st
 from specviz import charts
 from specviz.config import ConfigError
 from specviz.sweep import Sweep, SweepError, load_sweep, sweep_table
-from specviz.tuning import (ANCHOR_FORMULA, CUT_IS_VALID, DEFAULT_ANCHOR, MIN_DRAFTED_STEPS, Prediction, TuningRefusal, drafters,
-                            list_sweep_files, predict, recorded_ks)
+from specviz.tuning import (
+    CUT_IS_VALID,
+    MIN_DRAFTED_STEPS,
+    Prediction,
+    StepCostFit,
+    TuningRefusal,
+    drafters,
+    list_sweep_files,
+    predict,
+    recorded_ks,
+)
 
 
 @st.cache_data(show_spinner=False)
@@ -38,13 +47,42 @@ def _at_k(pred: Prediction, k: int) -> pd.DataFrame:
             "concurrency": c,
             "mean acceptance length": row.mean_acceptance_length,
             "tokens per target pass": row.tokens_per_step,
-            "step time (ms)": row.engine_step_time_s * 1000,
+            "time per pass (ms, fitted)": row.pass_time_s * 1000,
             "output tokens/s (predicted)": row.output_tokens_per_s,
             "speedup vs baseline": row.speedup,
             "output tokens/s (measured)": m.output_tokens_per_s if m else None,
-            "gap": m.relative_error if m and not m.used_for_prediction else None,
+            "measured min-max": _spread(m),
+            "measured as": _how(m),
+            "gap": m.relative_error if m else None,  # at the recorded k too: the fitted step cost's own miss
         })
     return pd.DataFrame(rows)
+
+
+def _spread(m) -> str | None:
+    """'76.0-80.1 (3 runs)', or '1 run'."""
+    if m is None:
+        return None
+    if m.repeats == 1:
+        return "1 run"
+    return f"{m.output_tokens_per_s_min:.1f}-{m.output_tokens_per_s_max:.1f} ({m.repeats} runs)"
+
+
+def _how(m) -> str | None:
+    """How the cell was measured: traced (async scheduling off) or untraced (server defaults)."""
+    if m is None:
+        return None
+    scheduling = {True: "async scheduling on", False: "async scheduling off", None: "async scheduling unknown"}
+    return f"{'traced' if m.traced else 'untraced, vLLM counters'}, {scheduling[m.async_scheduling]}"
+
+
+def _fit_text(fit: StepCostFit) -> str:
+    """The fitted step cost in words, with how well it fits."""
+    drafted = ", ".join(f"{d} {v * 1000:.2f} ms" for d, v in fit.per_drafted_token_s.items()) or "none"
+    held = f" Held at 0 (fitted below zero): {', '.join(fit.held_at_zero)}." if fit.held_at_zero else ""
+    return (f"Time per target pass = **{fit.base_s * 1000:.1f} ms + {fit.per_request_s * 1000:.2f} ms per request in "
+            f"the batch + per drafted token** ({drafted}). Least squares on relative error over the sweep's "
+            f"{fit.num_cells} cells (baseline and every drafter): R² **{fit.r2:.3f}**, median error "
+            f"**{fit.median_relative_error:.1%}** per cell.{held}")
 
 
 st.title("Tuning num_speculative_tokens")
@@ -74,16 +112,29 @@ with st.sidebar:
     ks = recorded_ks(sweep, drafter)
     _keep_valid("tune_recorded_k", ks)
     recorded_k = st.selectbox("Predict from the run at k =", ks, index=len(ks) - 1, key="tune_recorded_k",
-                              help="Only this run and the baseline go into the prediction; the drafter's cells at "
-                                   "other k are drawn over it to show the gap.")
+                              help="This cell's acceptance is cut at every smaller k; the cost of a target pass "
+                                   "is fitted across all the sweep's cells. The drafter's cells at other k are drawn "
+                                   "over the prediction to show the gap.")
 
 pred = predict(sweep, drafter, recorded_k)
 caption = charts.sweep_caption(table, model=sweep.grid.target_model)
 st.caption(caption)
 st.markdown(
-    f"From the **{drafter}** run at **k={recorded_k}** and the baseline, at each concurrency: predicted mean "
-    "acceptance length, tokens per target pass and output tokens/s for every smaller k. Measured cells are "
-    "drawn over the prediction with their gap: (predicted − measured) / measured.")
+    f"Acceptance from the **{drafter}** cell at **k={recorded_k}**, cut at every smaller k; the cost of a target pass "
+    "from a model fitted across all the sweep's cells. Predicted: mean acceptance length, tokens per target pass and "
+    "output tokens/s at each concurrency. Measured cells (the median of their runs, bars from min to max) are drawn "
+    "over the prediction with their gap: (predicted − measured) / measured.")
+if pred.step_cost is not None:
+    st.caption("Step cost: " + _fit_text(pred.step_cost))
+untraced = [m for m in pred.measured if not m.traced]
+if untraced:
+    st.info(f"{len(untraced)} of the {len(pred.measured)} cells shown were measured untraced, with the server's own "
+            "defaults: their acceptance comes from vLLM's spec-decode counters (per draft position), which the "
+            "tuner cuts at k as it cuts a traced histogram.")
+if any(m.traced for m in pred.measured):
+    st.caption("Traced cells ran with async scheduling off (the tracer needs it): on GPUs, where vLLM schedules "
+               "asynchronously by default, serving throughput can differ. Record an untraced sweep "
+               "(`specviz sweep --untraced`) to measure it as served.")
 for refusal in pred.refusals:
     st.warning(f"No prediction — {refusal}")
 
@@ -101,7 +152,7 @@ for r in (pred.at(c, k) for c in pred.concurrencies):
 st.dataframe(at_k, key="tune_table", hide_index=True, column_config={
     "mean acceptance length": st.column_config.NumberColumn(format="%.2f"),
     "tokens per target pass": st.column_config.NumberColumn(format="%.2f"),
-    "step time (ms)": st.column_config.NumberColumn(format="%.1f"),
+    "time per pass (ms, fitted)": st.column_config.NumberColumn(format="%.1f"),
     "output tokens/s (predicted)": st.column_config.NumberColumn(format="%.1f"),
     "speedup vs baseline": st.column_config.NumberColumn(format="%.2fx"),
     "output tokens/s (measured)": st.column_config.NumberColumn(format="%.1f"),
@@ -115,14 +166,19 @@ right.plotly_chart(charts.tuning_acceptance(pred, caption, k), key="tune_chart_a
 st.subheader("Recommended k per concurrency")
 recs = pred.recommend()
 if recs:
-    measured = {(m.concurrency, m.num_speculative_tokens): m.output_tokens_per_s for m in pred.measured}
-    st.dataframe(pd.DataFrame([{
-        "concurrency": r.concurrency,
-        "recommended k": r.num_speculative_tokens,
-        "output tokens/s (predicted)": r.output_tokens_per_s,
-        "speedup vs baseline": r.speedup,
-        "output tokens/s (measured at that k)": measured.get((r.concurrency, r.num_speculative_tokens)),
-    } for r in recs]), key="tune_recommend", hide_index=True, column_config={
+    measured = {(m.concurrency, m.num_speculative_tokens): m for m in pred.measured}
+    rec_rows = []
+    for r in recs:
+        m = measured.get((r.concurrency, r.num_speculative_tokens))
+        rec_rows.append({
+            "concurrency": r.concurrency,
+            "recommended k": r.num_speculative_tokens,
+            "output tokens/s (predicted)": r.output_tokens_per_s,
+            "speedup vs baseline": r.speedup,
+            "output tokens/s (measured at that k)": m.output_tokens_per_s if m else None,
+            "measured min-max": _spread(m),
+        })
+    st.dataframe(pd.DataFrame(rec_rows), key="tune_recommend", hide_index=True, column_config={
         "output tokens/s (predicted)": st.column_config.NumberColumn(format="%.1f"),
         "speedup vs baseline": st.column_config.NumberColumn(format="%.2fx"),
         "output tokens/s (measured at that k)": st.column_config.NumberColumn(format="%.1f"),
@@ -147,12 +203,19 @@ with st.expander("How the prediction works"):
   length = 1 + E[min(*a*, k)] over drafted steps, as vLLM counts it; per-position rates below k are unchanged.
 - **Tokens per target pass** L(k): steps without drafts (prefill, no n-gram match) commit one token and happen
   at the same places whatever k is; only drafted steps get fewer as each commits more.
-- **Step cost** (an assumption): engine step time linear in k between the baseline (k=0) and the recorded run.
-- **Throughput** (anchor '{DEFAULT_ANCHOR}'): {ANCHOR_FORMULA[DEFAULT_ANCHOR]}, K={recorded_k};
-  k=0 is the measured baseline.
+- **Step cost** (fitted): a target pass over c requests verifies c + Dr tokens, Dr = c · f · k the drafts (f: the
+  share of request-steps that had drafts, below 1 when the drafter finds nothing at some steps). Its time is
+  base + per request · c + per drafted token · Dr, each drafter with its own cost per drafted token (drafting it
+  and verifying it). Each cell's time per pass is what its measured throughput implies, c · L / output tokens/s;
+  the three kinds of cost are fitted by least squares on relative error across every cell of the sweep, and a
+  cost that comes out negative is held at 0. {_fit_text(pred.step_cost) if pred.step_cost else "Not fitted."}
+- **Throughput**: tput(k) = c · L(k) / t(k), k=0 (the baseline) from the same model, so speedups compare like
+  with like; the measured cells are drawn beside it, not used as anchors.
 - **Leviathan et al. 2023** (dotted): (1 − a^(k+1)) / (1 − a) with one per-token rate *a* fitted at the recorded
   k, for comparison; real per-position rates fall with position, so the prediction uses the measured histogram.
+- **Untraced cells**: vLLM's counters give the accepted tokens per draft position, which hold the same histogram
+  (steps accepting exactly a drafts = per position a−1 minus per position a), so they are cut at k alike.
 - **Refused** (a reason instead of a number): k above the recorded k, drafters whose drafts depend on k
-  (dflash, dspark, parallel drafting), no baseline at that concurrency, untraced runs, fewer than
-  {MIN_DRAFTED_STEPS} drafted steps.
+  (dflash, dspark, parallel drafting), no baseline cells, cells with no acceptance figures (neither traced nor
+  with vLLM's counters), fewer than {MIN_DRAFTED_STEPS} drafted steps, too few cells to fit the step cost.
 """)

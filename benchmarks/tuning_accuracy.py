@@ -1,16 +1,21 @@
-"""How good is the tuner? Predict the smaller k from the largest-k cells of a recorded sweep, and compare.
+"""How good is the tuner? Predict every cell of the recorded sweeps from the tuner's inputs, and compare.
 
-    .venv/bin/python benchmarks/tuning_accuracy.py [sample_runs/sweeps/NAME/sweep.json]
+    .venv/bin/python benchmarks/tuning_accuracy.py [sample_runs/sweeps/NAME/sweep.json ...]
 
-For each drafter, only its cells at the largest k (K) and the baseline cells go into the prediction
-(`specviz.tuning.predict`); its cells at every smaller k were measured too and serve as the truth.
-Printed, with the sweep's provenance:
-  1. per predicted cell: mean acceptance length, tokens per target pass L(k) (both L models of
-     specviz.tuning), engine step time and output tokens/s, predicted against measured, so the source
-     of an error (acceptance or step cost) is visible;
-  2. the median |relative error| of predicted throughput for each anchor (baseline, recorded, both);
-  3. per concurrency: the recommended k, its measured throughput, the best measured k's throughput,
-     and their ratio (target: >= 0.95 at every concurrency).
+Without arguments: every sweep under sample_runs/sweeps/. For each drafter the acceptance at every
+k comes from its cell at the largest k (K) at each concurrency, and the time per target pass from
+the step cost fitted across all the sweep's cells (`specviz.tuning.predict`). Its cells at smaller k
+were measured too and serve as the truth. Printed, with each sweep's provenance:
+  1. the step-cost fit: its terms, R² and median relative error over the cells;
+  2. per predicted cell (k < K): mean acceptance length, tokens per target pass L(k) (both L models
+     of specviz.tuning), time per pass and output tokens/s, predicted against measured (median and
+     min-max over the cell's runs), and the prediction with that cell left out of the fit, so an
+     error shows whether it came from acceptance or from the step cost;
+  3. the median |relative error| of predicted throughput (target: at most 5%), in-sample and left-out;
+  4. per concurrency: the recommended k, its measured throughput, the best measured k with its
+     spread over repeats, and whether the recommended k's measured median lies within that spread
+     (with one run per cell the spread is a point: only the best k itself is within it).
+The totals over all sweeps close the report.
 """
 
 from __future__ import annotations
@@ -18,122 +23,157 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from specviz.sweep import BASELINE, Sweep, load_sweep  # noqa: E402
-from specviz.trace import load_run  # noqa: E402
-from specviz.tuning import (DEFAULT_ANCHOR, TuningRefusal, drafters, list_sweep_files, predict,  # noqa: E402
-                            tokens_per_step, tokens_per_step_fixed_share)
+from specviz.tuning import (  # noqa: E402
+    TuningRefusal,
+    drafters,
+    fit_step_cost,
+    list_sweep_files,
+    measured_pass,
+    predict,
+    tokens_per_step,
+    tokens_per_step_fixed_share,
+)
 
-ANCHORS = ("baseline", "recorded", "both")
-
-
-def _pct(x: float | None) -> str:
-    return "   -  " if x is None else f"{x:+6.1%}"
-
-
-def stall_ratio(folder: Path, cell) -> float | None:
-    """Mean / median gap between engine steps in the cell's run: near 1 on a quiet machine; stalls
-    (other work on the CPU, a slow request turnaround) raise the mean, and with it the measured cost."""
-    path = folder / cell.run_file
-    if not path.exists():
-        return None
-    run = load_run(path)
-    times = sorted({(s.engine_step, s.time_s) for r in run.requests for s in r.steps})
-    gaps = [b[1] - a[1] for a, b in zip(times, times[1:])]
-    return statistics.mean(gaps) / statistics.median(gaps) if len(gaps) > 1 else None
+TARGET_ERROR = 0.05
 
 
-def report(sweep: Sweep, name: str) -> None:
-    cells = sweep.cells
-    g = sweep.grid
+@dataclass
+class Totals:
+    errors: list[float] = field(default_factory=list)  # predicted / measured - 1, cells at k < K
+    left_out: list[float] = field(default_factory=list)  # the same with the cell left out of the fit
+    within_spread: int = 0
+    within_5pct: int = 0
+    checked: int = 0  # concurrencies whose recommended k was measured
+    unmeasured: list[str] = field(default_factory=list)  # where the recommended k was not measured
+    among_measured_within: int = 0  # the best predicted of the measured k, within the best's spread
+    points: int = 0  # concurrencies x drafters predicted
+    fits: list[str] = field(default_factory=list)
+
+
+def _med(xs: list[float]) -> str:
+    return f"{statistics.median(abs(x) for x in xs):.1%} (n={len(xs)})" if xs else "-"
+
+
+def _spread(cell) -> str:
+    if cell.repeats == 1:
+        return f"{cell.output_tokens_per_s:.1f} (1 run)"
+    return (f"{cell.output_tokens_per_s:.1f} [{cell.output_tokens_per_s_min:.1f}-{cell.output_tokens_per_s_max:.1f}, "
+            f"{cell.repeats} runs]")
+
+
+def report(sweep: Sweep, name: str, totals: Totals) -> None:
+    cells, g = sweep.cells, sweep.grid
     print(f"sweep: {name}")
     print(f"  hardware: {', '.join(sorted({f'{c.platform} ({c.device_name})' for c in cells}))}")
     print(f"  vLLM: {', '.join(sorted({c.vllm_version for c in cells}))} · target {g.target_model}")
     print(f"  prompt set: {', '.join(sorted({c.prompt_set for c in cells}))} · {g.num_requests} requests per cell "
           f"· max {g.max_tokens} output tokens · temperature {g.temperature}")
-    print(f"  concurrency: {', '.join(str(c) for c in sorted({c.concurrency for c in cells}))} "
-          f"· cells: {len(cells)} · complete: {sweep.complete}")
-    folder = Path(name).parent
-    stalls = {c.key: stall_ratio(folder, c) for c in cells}
-    print("  engine step time, mean / median gap (1 = steady; higher = stalls): " + ", ".join(
-        f"{c.drafter if c.drafter == BASELINE else 'k=' + str(c.num_speculative_tokens)} c={c.concurrency} "
-        f"{stalls[c.key]:.2f}" for c in cells if stalls[c.key] is not None))
+    print(f"  concurrency: {', '.join(str(c) for c in sorted({c.concurrency for c in cells}))} · cells: {len(cells)} "
+          f"· runs per cell: {', '.join(str(r) for r in sorted({c.repeats for c in cells}))} · traced: "
+          f"{', '.join(str(t) for t in sorted({c.traced for c in cells}))} · complete: {sweep.complete}")
     by_key = {(c.drafter, c.num_speculative_tokens or 0, c.concurrency): c for c in cells}
+    fit = fit_step_cost(cells)
+    if isinstance(fit, str):
+        print(f"  step cost: not fitted: {fit}")
+    else:
+        costs = ", ".join(f"{d}: {v * 1000:.2f} ms" for d, v in fit.per_drafted_token_s.items())
+        line = (f"{fit.base_s * 1000:.1f} ms + {fit.per_request_s * 1000:.2f} ms per request + per drafted token "
+                f"({costs}); R² {fit.r2:.3f}, median |error| {fit.median_relative_error:.1%} over {fit.num_cells} "
+                "cells" + (f"; held at 0: {', '.join(fit.held_at_zero)}" if fit.held_at_zero else ""))
+        print(f"  step cost per target pass: {line}")
+        totals.fits.append(f"{name}: {line}")
 
     for drafter in drafters(sweep):
-        preds = {a: predict(sweep, drafter, anchor=a) for a in ANCHORS}
-        p = preds[DEFAULT_ANCHOR]
-        print(f"\ndrafter: {drafter}   (predicted from k={sorted(set(p.recorded_k.values()))} + baseline; "
-              f"default anchor '{DEFAULT_ANCHOR}')")
+        p = predict(sweep, drafter)
+        print(f"\ndrafter: {drafter}   (acceptance cut from k={sorted(set(p.recorded_k.values()))})")
         for r in p.refusals:
             print(f"  refused: {r}")
-        print("   c  k |  AL pred  meas |  L(k) pred  fixed-f  meas | step s pred   meas | "
-              "tok/s " + "  ".join(f"{a:>8}" for a in ANCHORS) + "    meas")
-        errors: dict[str, list[float]] = {a: [] for a in ANCHORS}
-        al_err, L_err, Lf_err, t_err = [], [], [], []
+        if p.step_cost is None:
+            continue
+        print("   c  k |  AL pred  meas |  L(k) pred  fixed-f  meas | pass ms pred  meas | "
+              "tok/s pred  left-out  measured")
+        errors, left_out = [], []
         for m in p.measured:
-            if m.used_for_prediction or m.predicted_output_tokens_per_s is None:
+            if m.used_for_prediction or m.num_speculative_tokens == 0 or m.predicted_output_tokens_per_s is None:
                 continue
             c, k = m.concurrency, m.num_speculative_tokens
             row = p.at(c, k)
             assert not isinstance(row, TuningRefusal)
-            K = p.recorded_k[c]
-            recorded, cell = by_key[(drafter, K, c)], by_key[(drafter, k, c)]
-            L_meas = tokens_per_step(cell.steps, k)  # its own histogram at its own k: the measured L
-            L_fixed = tokens_per_step_fixed_share(recorded.steps, k)
-            t_meas = cell.steps.engine_step_time_s
-            al_err.append(row.mean_acceptance_length / cell.mean_acceptance_length - 1)
-            L_err.append(row.tokens_per_step / L_meas - 1)
-            Lf_err.append(L_fixed / L_meas - 1)
-            t_err.append(row.engine_step_time_s / t_meas - 1)
-            tputs = []
-            for a in ANCHORS:
-                pa = preds[a].at(c, k)
-                errors[a].append(pa.output_tokens_per_s / m.output_tokens_per_s - 1)
-                tputs.append(f"{pa.output_tokens_per_s:8.1f}")
-            print(f"  {c:2d} {k:2d} | {row.mean_acceptance_length:5.2f} {cell.mean_acceptance_length:5.2f} | "
-                  f"{row.tokens_per_step:9.3f} {L_fixed:8.3f} {L_meas:5.3f} | {row.engine_step_time_s:.4f} "
-                  f"{t_meas:.4f} | {' '.join(tputs)}  {m.output_tokens_per_s:6.1f}")
-        if not al_err:
-            print("  no smaller-k cells measured: nothing to compare with")
-            continue
-
-        def med(xs: list[float]) -> str:
-            return f"{statistics.median(abs(x) for x in xs):.1%} (n={len(xs)})"
-
-        print(f"  median |relative error|: mean acceptance length {med(al_err)}, L(k) {med(L_err)} "
-              f"[fixed drafted-step share: {med(Lf_err)}], step time {med(t_err)}")
-        print("  median |relative error| of predicted output tokens/s by anchor: "
-              + ", ".join(f"{a} {med(errors[a])}" for a in ANCHORS))
-        print("  per concurrency (default anchor): recommended k, its measured tok/s, best measured k, tok/s, ratio")
+            recorded, cell = by_key[(drafter, p.recorded_k[c], c)], by_key[(drafter, k, c)]
+            others = sweep.model_copy(update={"cells": [x for x in cells if x is not cell]})
+            loo = predict(others, drafter).at(c, k)
+            loo_tput = None if isinstance(loo, TuningRefusal) else loo.output_tokens_per_s
+            t_meas = measured_pass(cell)
+            errors.append(m.relative_error)
+            if loo_tput is not None:
+                left_out.append(loo_tput / cell.output_tokens_per_s - 1)
+            print(f"  {c:2d} {k:2d} | {row.mean_acceptance_length:5.2f} {cell.mean_acceptance_length or 0:5.2f} | "
+                  f"{row.tokens_per_step:9.3f} {tokens_per_step_fixed_share(recorded.steps, k):8.3f} "
+                  f"{tokens_per_step(cell.steps, k):5.3f} | {row.pass_time_s * 1000:7.1f} "
+                  f"{t_meas[0] * 1000 if t_meas else float('nan'):6.1f} | {row.output_tokens_per_s:6.1f} "
+                  f"{loo_tput or float('nan'):8.1f}  {_spread(cell)}")
+        totals.errors += errors
+        totals.left_out += left_out
+        print(f"  median |relative error| of predicted output tokens/s at k < K: {_med(errors)}; "
+              f"left out of the fit: {_med(left_out)}")
+        print("  per concurrency: recommended k and its measured tok/s · best measured k and its spread · within?")
         for rec in p.recommend():
             c = rec.concurrency
-            measured = {k: cell.output_tokens_per_s for (d, k, cc), cell in by_key.items()
-                        if cc == c and (d == drafter or d == BASELINE)}
-            best_k = max(measured, key=measured.get)
+            measured = {k: x for (d, k, cc), x in by_key.items() if cc == c and d in (drafter, BASELINE)}
+            best_k = max(measured, key=lambda k: measured[k].output_tokens_per_s)
+            best = measured[best_k]
+            # the tuner's ranking checked at every point: the best predicted among the k that were measured
+            pick = max((r for r in p.rows if r.concurrency == c and r.num_speculative_tokens in measured),
+                       key=lambda r: (r.output_tokens_per_s, -r.num_speculative_tokens)).num_speculative_tokens
+            pick_inside = measured[pick].output_tokens_per_s >= best.output_tokens_per_s_min
+            totals.points += 1
+            totals.among_measured_within += pick_inside
             got = measured.get(rec.num_speculative_tokens)
-            ratio = f"{got / measured[best_k]:.3f}" if got is not None else "k not measured"
-            others = []
-            for a in ANCHORS:
-                ka = next(r.num_speculative_tokens for r in preds[a].recommend() if r.concurrency == c)
-                others.append(f"{a} k={ka}" + (f" {measured[ka] / measured[best_k]:.3f}" if ka in measured else ""))
+            if got is None:
+                totals.unmeasured.append(f"{name} {drafter} c={c} k={rec.num_speculative_tokens}")
+                verdict = "k not measured"
+            else:
+                totals.checked += 1
+                inside = got.output_tokens_per_s >= best.output_tokens_per_s_min
+                near = got.output_tokens_per_s >= (1 - TARGET_ERROR) * best.output_tokens_per_s
+                totals.within_spread += inside
+                totals.within_5pct += near
+                verdict = (f"{'within' if inside else 'OUTSIDE'} the spread · ratio to best "
+                           f"{got.output_tokens_per_s / best.output_tokens_per_s:.3f}")
             print(f"    c={c:<3} recommend k={rec.num_speculative_tokens} (predicted {rec.output_tokens_per_s:.1f}, "
-                  f"measured {got if got is None else round(got, 1)}) · best measured k={best_k} "
-                  f"{measured[best_k]:.1f} · ratio {ratio}   [by anchor: {', '.join(others)}]")
+                  f"measured {_spread(got) if got else '-'}) · best measured k={best_k} {_spread(best)} · {verdict}"
+                  f" · best predicted of the measured k: k={pick}, {'within' if pick_inside else 'OUTSIDE'}")
+    print()
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("sweep", nargs="?", help="a sweep.json (default: the first under sample_runs/sweeps/)")
+    ap.add_argument("sweeps", nargs="*", help="sweep.json files (default: every sweep under sample_runs/sweeps/)")
     args = ap.parse_args(argv)
-    path = Path(args.sweep) if args.sweep else next(iter(list_sweep_files()), None)
-    if path is None:
+    paths = [Path(p) for p in args.sweeps] or list_sweep_files()
+    if not paths:
         print("no sweep given and none under sample_runs/sweeps/", file=sys.stderr)
         return 2
-    report(load_sweep(path), str(path))
+    totals = Totals()
+    root = Path(__file__).resolve().parent.parent
+    for path in paths:
+        shown = path.resolve().relative_to(root) if path.resolve().is_relative_to(root) else path
+        report(load_sweep(path), str(shown), totals)
+    print("== totals over", len(paths), "sweep(s) ==")
+    for line in totals.fits:
+        print(f"  {line}")
+    print(f"  recommended k's measured throughput within the best measured k's spread: {totals.within_spread} of "
+          f"{totals.checked} points; within 5% of the best: {totals.within_5pct} of {totals.checked}"
+          + (f"; recommended k not measured at {len(totals.unmeasured)} more: {'; '.join(totals.unmeasured)}"
+             if totals.unmeasured else ""))
+    print(f"  the best predicted of the measured k within the best measured k's spread: {totals.among_measured_within} "
+          f"of {totals.points} points (every drafter at every concurrency)")
+    print(f"  median |relative error| of predicted output tokens/s (cells at k < K): {_med(totals.errors)}, "
+          f"left out of the fit: {_med(totals.left_out)} (target: at most {TARGET_ERROR:.0%})")
     return 0
 
 

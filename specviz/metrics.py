@@ -11,15 +11,14 @@ Worked example: two steps with k=3 drafts each, accepting 2 and 3 (the second ge
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, computed_field, model_validator
+from pydantic import computed_field, model_validator
 
+from .base import Frozen
 from .trace import Request, Run, SpecDecodeCounters, Step
 
 
-class Acceptance(BaseModel):
+class Acceptance(Frozen):
     """Spec-decode totals; the same fields whether counted from steps or read from vLLM."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     num_drafts: int
     num_draft_tokens: int
@@ -172,10 +171,8 @@ def percentile(values: list[float | None], q: float) -> float | None:
     return float(np.percentile(present, q)) if present else None
 
 
-class Summary(BaseModel):
+class Summary(Frozen):
     """What `python -m specviz check` prints; the provenance travels with the figures."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     run_id: str
     complete: bool
@@ -260,7 +257,7 @@ def summarize(run: Run) -> Summary:
     )
 
 
-class StepFigures(BaseModel):
+class StepFigures(Frozen):
     """What the tuner needs from one run: how many drafts each step accepted, and what a step cost.
 
     A run at k=3 whose drafted steps accepted 0, 3, 1, 3 drafts, plus 2 steps without drafts:
@@ -269,8 +266,6 @@ class StepFigures(BaseModel):
     Engine steps are counted once however many requests they served:
         engine_step_time_s = (time of last step - time of first step) / (engine steps - 1)
     """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     accepted_histogram: list[int]  # index a: drafted request-steps that accepted exactly a drafts
     num_steps_without_drafts: int  # request-steps that verified no drafts (prefill, or nothing proposed)

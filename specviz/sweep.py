@@ -8,36 +8,51 @@
     table = sweep_table(sweep)                     # one row per cell, speedup vs baseline at that concurrency
 
 One engine per configuration (a drafter at one k, or the baseline), reused across concurrencies,
-with a warm-up at each concurrency before measuring. After every cell the sweep file
-(`<out>/sweep.json`) is rewritten atomically and the cell's run (with its traces) is saved under
-`<out>/runs/`, so an interrupted sweep keeps its finished cells and the same command resumes it.
+with a warm-up at each concurrency before measuring. After every run the sweep file
+(`<out>/sweep.json`) is rewritten atomically and the run (with its traces) is saved under
+`<out>/runs/`, so an interrupted sweep keeps its finished runs and the same command resumes it.
+
+With `repeats=N` every cell is measured N times, in rounds: each round starts every configuration
+once (sweep_plan), so drift on the machine spreads over all of them. A cell keeps one run per
+repeat; its figures are the median with the min-max spread (SweepCell), the speedup is paired by
+round (speedups), and acceptance pools the runs with a bootstrap interval over requests.
+With `traced=False` the servers run as vLLM serves by default (no tracer; async scheduling as the
+server decides) and acceptance comes from vLLM's counters and per-request figures.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, computed_field, model_validator
 
+from .base import Frozen as _Frozen
+from .base import SpecvizError
 from .config import ConfigError, SpecConfig
-from .metrics import StepFigures, step_figures, summarize
+from .files import read_versioned_json
+from .metrics import (
+    StepFigures,
+    Summary,
+    bootstrap_acceptance_length,
+    count_acceptance,
+    counted_step_figures,
+    step_figures,
+    summarize,
+)
 from .prompts import load_prompts
 from .trace import Run, first_error, save_run
 
 SWEEP_FILE_KIND = "specviz.sweep"
-SWEEP_SCHEMA_VERSION = 1
+SWEEP_SCHEMA_VERSION = 2  # 2: a cell holds one run per repeat; 1 (one run, flat) still reads
+READABLE_SWEEP_SCHEMA_VERSIONS = (1, 2)
 BASELINE = "baseline"
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class SweepError(ValueError):
+class SweepError(SpecvizError, ValueError):
     """A sweep that cannot start or continue; the message says what to change."""
 
 
@@ -75,6 +90,9 @@ class SweepGrid(_Frozen):
     seed: int = 0
     dtype: str = "auto"
     vllm_args: list[str] = Field(default_factory=list, description="more server arguments, e.g. --tensor-parallel-size 4")
+    repeats: int = Field(default=1, ge=1, description="runs per cell, in rounds: every configuration once per round")
+    traced: bool = Field(default=True, description="False: servers keep their own defaults (no tracer, async "
+                                                   "scheduling as vLLM decides); acceptance from vLLM's counters")
 
     @model_validator(mode="after")
     def _check(self) -> SweepGrid:
@@ -105,8 +123,36 @@ class SweepGrid(_Frozen):
         return configs
 
 
+class CellRun(Summary):
+    """One run of a cell: its figures (metrics.Summary) and what the sweep keeps beside them."""
+
+    repeat: int = Field(ge=0, description="the repeat round the run was measured in, from 0")
+    run_file: str = Field(description="the run with its traces, relative to the sweep folder")
+    wall_time_s: float
+    steps: StepFigures = Field(description="from the tracer's steps, or from vLLM's counters when untraced")
+    request_acceptance: list[tuple[int, int]] | None = Field(
+        default=None, description="(num_drafts, num_accepted_tokens) per request in request order, for the "
+                                  "bootstrap interval; None when the server did not report them")
+    traced: bool = Field(description="the server ran the specviz tracer (which needs async scheduling off)")
+    async_scheduling: bool | None = Field(description="None when unknown")
+    engine_ready_after_s: float | None
+    created_at: str
+
+
+def _median(values: list[float]) -> float | None:
+    return float(np.median(values)) if values else None
+
+
 class SweepCell(_Frozen):
-    """One measured point: one engine configuration at one concurrency."""
+    """One configuration (a drafter at one k, or the baseline) at one concurrency: one run per repeat.
+
+    Its figures are over its runs. Throughput: the median and the spread (min-max), e.g. runs at
+    40, 44 and 41 output tokens/s -> 41, spread 40-44. Acceptance: over all the runs' drafted steps
+    (the same prompts each time), with a 90% bootstrap interval that resamples the requests (a
+    request's counts summed over the repeats, so a prompt counts once). The median, the spread and
+    the interval are written into the file beside the runs and recomputed when it is read. A
+    schema-1 cell (one run, its figures flat in the cell) is read as a cell of one run.
+    """
 
     drafter: str = Field(description="drafter_label(), or 'baseline'")
     method: str | None
@@ -116,38 +162,143 @@ class SweepCell(_Frozen):
     prompt_set: str
     num_requests: int
     max_tokens: int
-    num_output_tokens: int
-    wall_time_s: float
-    output_tokens_per_s: float = Field(description="all output tokens / wall time of the cell")
-    request_output_tokens_per_s_p50: float | None
-    time_per_output_token_s_p50: float | None
-    time_per_output_token_s_p90: float | None
-    time_to_first_token_s_p50: float | None
-    time_to_first_token_s_p90: float | None
-    mean_acceptance_length: float | None
-    draft_acceptance_rate: float | None
-    num_drafts: int
-    num_draft_tokens: int
-    num_accepted_tokens: int
-    num_accepted_tokens_per_pos: list[int]
-    acceptance_rate_per_pos: list[float]
-    steps: StepFigures
-    counters_match: bool | None
-    run_file: str = Field(description="the cell's run with its traces, relative to the sweep folder")
-    engine_ready_after_s: float | None
-    created_at: str
-    vllm_version: str
-    platform: str
-    device_name: str
+    runs: list[CellRun] = Field(min_length=1, description="one per repeat, in the order measured")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read(cls, data):
+        if isinstance(data, dict):
+            if "runs" not in data and "run_file" in data:
+                return _cell_from_v1(data)
+            data = {k: v for k, v in data.items() if k not in cls.model_computed_fields}
+        return data
 
     @property
     def key(self) -> tuple[str, int | None, int]:
         return (self.drafter, self.num_speculative_tokens, self.concurrency)
 
+    @computed_field
+    @property
+    def repeats(self) -> int:
+        return len(self.runs)
+
+    @computed_field
+    @property
+    def traced(self) -> bool:
+        """True when every run was traced (acceptance from the tracer's steps, else from vLLM's counters)."""
+        return all(r.traced for r in self.runs)
+
+    @computed_field
+    @property
+    def async_scheduling(self) -> bool | None:
+        values = {r.async_scheduling for r in self.runs}
+        return values.pop() if len(values) == 1 else None
+
+    @computed_field
+    @property
+    def output_tokens_per_s(self) -> float:
+        """Median over the runs of all output tokens / wall time of the run."""
+        return _median([r.output_tokens_per_s or 0.0 for r in self.runs])
+
+    @computed_field
+    @property
+    def output_tokens_per_s_min(self) -> float:
+        return min(r.output_tokens_per_s or 0.0 for r in self.runs)
+
+    @computed_field
+    @property
+    def output_tokens_per_s_max(self) -> float:
+        return max(r.output_tokens_per_s or 0.0 for r in self.runs)
+
+    def _pooled(self, field: str, weight: str) -> float | None:
+        """One of the runs' figures over all of them, each run weighted by a count of it: lengths 1.75 and
+        1.625 over 4 and 8 drafts -> (1.75 * 4 + 1.625 * 8) / 12 = 1.667 = 1 + (3 + 5) / 12."""
+        runs = [r for r in self.runs if getattr(r, weight) and getattr(r, field) is not None]
+        total = sum(getattr(r, weight) for r in runs)
+        return sum(getattr(r, field) * getattr(r, weight) for r in runs) / total if total else None
+
+    @computed_field
+    @property
+    def mean_acceptance_length(self) -> float | None:
+        """Over all the runs' drafted steps: the runs' figures weighted by their drafts."""
+        return self._pooled("mean_acceptance_length", "num_drafts")
+
+    @computed_field
+    @property
+    def mean_acceptance_length_90(self) -> tuple[float, float] | None:
+        """90% bootstrap interval over the requests; None when no run kept per-request counts."""
+        return bootstrap_acceptance_length(self.request_acceptance) if self.request_acceptance else None
+
+    @property
+    def request_acceptance(self) -> list[tuple[int, int]] | None:
+        """(num_drafts, num_accepted_tokens) per request, summed over the runs that kept them."""
+        kept = [r.request_acceptance for r in self.runs if r.request_acceptance]
+        if not kept:
+            return None
+        n = min(len(counts) for counts in kept)
+        return [(sum(c[i][0] for c in kept), sum(c[i][1] for c in kept)) for i in range(n)]
+
+    @property
+    def draft_acceptance_rate(self) -> float | None:
+        return self._pooled("draft_acceptance_rate", "num_draft_tokens")
+
+    @property
+    def acceptance_rate_per_pos(self) -> list[float]:
+        runs = [r for r in self.runs if r.num_drafts and r.acceptance_rate_per_pos]
+        total = sum(r.num_drafts for r in runs)
+        width = max((len(r.acceptance_rate_per_pos) for r in runs), default=0)
+        return [sum(r.acceptance_rate_per_pos[j] * r.num_drafts for r in runs if j < len(r.acceptance_rate_per_pos))
+                / total for j in range(width)]
+
+    @property
+    def steps(self) -> StepFigures:
+        """The runs' step figures added up (histogram, steps); the median engine step time."""
+        hists = [r.steps.accepted_histogram for r in self.runs]
+        width = max(len(h) for h in hists)
+        return StepFigures(
+            accepted_histogram=[sum(h[a] for h in hists if a < len(h)) for a in range(width)],
+            num_steps_without_drafts=sum(r.steps.num_steps_without_drafts for r in self.runs),
+            num_engine_steps=sum(r.steps.num_engine_steps for r in self.runs),
+            engine_step_time_s=_median([r.steps.engine_step_time_s for r in self.runs
+                                        if r.steps.engine_step_time_s is not None]))
+
+    @property
+    def counters_match(self) -> bool | None:
+        values = [r.counters_match for r in self.runs]
+        return None if any(v is None for v in values) else all(values)
+
+    def median_of(self, field: str) -> float | None:
+        """The median over the runs of one of their figures, e.g. 'time_per_output_token_s_p50'."""
+        return _median([getattr(r, field) for r in self.runs if getattr(r, field) is not None])
+
+    @property
+    def platform(self) -> str:
+        return self.runs[0].platform
+
+    @property
+    def device_name(self) -> str:
+        return self.runs[0].device_name
+
+    @property
+    def vllm_version(self) -> str:
+        return self.runs[0].vllm_version
+
+
+def _cell_from_v1(d: dict) -> dict:
+    """A schema-1 cell (one traced run, flat) as a cell whose one run carries those figures."""
+    identity = ("drafter", "method", "num_speculative_tokens", "speculative_config", "concurrency", "prompt_set",
+                "num_requests", "max_tokens")
+    steps = StepFigures.model_validate(d["steps"])
+    run = {k: v for k, v in d.items() if k not in ("drafter", "speculative_config")}
+    run |= dict(run_id=Path(d["run_file"]).name.split(".")[0], complete=True, repeat=0, traced=True,
+                async_scheduling=False, request_acceptance_lengths=[], request_acceptance=None,
+                num_steps=sum(steps.accepted_histogram) + steps.num_steps_without_drafts)
+    return {k: d[k] for k in identity} | {"runs": [run]}
+
 
 class Sweep(_Frozen):
     kind: Literal["specviz.sweep"] = SWEEP_FILE_KIND
-    schema_version: Literal[1] = SWEEP_SCHEMA_VERSION
+    schema_version: Literal[2] = SWEEP_SCHEMA_VERSION
     grid: SweepGrid
     cells: list[SweepCell] = Field(default_factory=list)
     notes: str = ""
@@ -158,31 +309,52 @@ class Sweep(_Frozen):
 
     @property
     def complete(self) -> bool:
-        return {c.key for c in self.cells} >= set(self.expected_keys())
+        """Every cell of the grid measured grid.repeats times."""
+        done = {c.key: len(c.runs) for c in self.cells}
+        return all(done.get(key, 0) >= self.grid.repeats for key in self.expected_keys())
+
+    def has_run(self, key: tuple[str, int | None, int], repeat: int) -> bool:
+        return any(c.key == key and any(r.repeat == repeat for r in c.runs) for c in self.cells)
+
+    def with_run(self, drafter: str, speculative_config: dict | None, run: CellRun) -> tuple[Sweep, SweepCell]:
+        """The sweep with one more run in its cell (a new cell for its first run), and that cell."""
+        key = (drafter, run.num_speculative_tokens, run.concurrency)
+        cells = list(self.cells)
+        i = next((i for i, c in enumerate(cells) if c.key == key), None)
+        if i is None:
+            cells.append(SweepCell(drafter=drafter, method=run.method,
+                                   num_speculative_tokens=run.num_speculative_tokens,
+                                   speculative_config=speculative_config, concurrency=run.concurrency,
+                                   prompt_set=run.prompt_set, num_requests=run.num_requests, max_tokens=run.max_tokens,
+                                   runs=[run]))
+            i = len(cells) - 1
+        else:
+            cells[i] = cells[i].model_copy(update={"runs": [*cells[i].runs, run]})
+        return self.model_copy(update={"cells": cells}), cells[i]
 
 
-def cell_from_run(run: Run, *, drafter: str, run_file: str, engine_ready_after_s: float | None) -> SweepCell:
+def request_acceptance(run: Run) -> list[tuple[int, int]] | None:
+    """(num_drafts, num_accepted_tokens) per request: from the tracer's steps, else from vLLM's per-request
+    figures (`--per-request-spec-decode-metrics`); zeros for the baseline; None when unknown."""
+    if run.meta.traced or run.meta.speculative_config is None:
+        return [(a.num_drafts, a.num_accepted_tokens) for a in (count_acceptance(r.steps) for r in run.requests)]
+    if run.requests and all(r.spec_decode_metrics for r in run.requests):
+        return [(r.spec_decode_metrics.num_spec_steps, r.spec_decode_metrics.num_accepted_draft_tokens)
+                for r in run.requests]
+    return None
+
+
+def cell_run(run: Run, *, repeat: int, run_file: str, engine_ready_after_s: float | None) -> CellRun:
+    """One run's figures as a sweep keeps them (untraced: steps from vLLM's counters)."""
     s = summarize(run)
     starts = [r.start_time_s for r in run.requests]
     ends = [r.end_time_s for r in run.requests if r.end_time_s is not None]
-    m = run.meta
-    return SweepCell(
-        drafter=drafter, method=m.method, num_speculative_tokens=m.num_speculative_tokens,
-        speculative_config=m.speculative_config, concurrency=m.concurrency, prompt_set=m.prompt_set,
-        num_requests=len(run.requests), max_tokens=m.max_tokens, num_output_tokens=s.num_output_tokens,
-        wall_time_s=max(ends) - min(starts) if ends else 0.0,
-        output_tokens_per_s=s.output_tokens_per_s or 0.0,
-        request_output_tokens_per_s_p50=s.request_output_tokens_per_s_p50,
-        time_per_output_token_s_p50=s.time_per_output_token_s_p50,
-        time_per_output_token_s_p90=s.time_per_output_token_s_p90,
-        time_to_first_token_s_p50=s.time_to_first_token_s_p50,
-        time_to_first_token_s_p90=s.time_to_first_token_s_p90,
-        mean_acceptance_length=s.mean_acceptance_length, draft_acceptance_rate=s.draft_acceptance_rate,
-        num_drafts=s.num_drafts, num_draft_tokens=s.num_draft_tokens, num_accepted_tokens=s.num_accepted_tokens,
-        num_accepted_tokens_per_pos=s.num_accepted_tokens_per_pos, acceptance_rate_per_pos=s.acceptance_rate_per_pos,
-        steps=step_figures(run), counters_match=s.counters_match, run_file=run_file,
-        engine_ready_after_s=engine_ready_after_s, created_at=m.created_at, vllm_version=m.vllm_version,
-        platform=m.platform, device_name=m.device_name,
+    return CellRun(
+        **dict(s), repeat=repeat, run_file=run_file, wall_time_s=max(ends) - min(starts) if ends else 0.0,
+        steps=step_figures(run) if run.meta.traced else counted_step_figures(s),
+        request_acceptance=request_acceptance(run), traced=run.meta.traced,
+        async_scheduling=run.meta.async_scheduling, engine_ready_after_s=engine_ready_after_s,
+        created_at=run.meta.created_at,
     )
 
 
@@ -201,17 +373,9 @@ def save_sweep(sweep: Sweep, path: Path) -> Path:
 def load_sweep(path: str | Path) -> Sweep:
     """Read a sweep file; raise SweepError saying why a corrupt or foreign file is refused."""
     path = Path(path)
-    try:
-        doc = json.loads(path.read_bytes())
-    except OSError as e:
-        raise SweepError(f"{path}: cannot read: {e.strerror or e}") from e
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise SweepError(f"{path}: not JSON, or truncated ({e})") from e
-    if not isinstance(doc, dict) or doc.get("kind") != SWEEP_FILE_KIND:
-        raise SweepError(f"{path}: not a specviz sweep file (expected \"kind\": \"{SWEEP_FILE_KIND}\")")
-    if doc.get("schema_version") != SWEEP_SCHEMA_VERSION:
-        raise SweepError(f"{path}: schema_version {doc.get('schema_version')!r}; "
-                         f"this specviz reads version {SWEEP_SCHEMA_VERSION}")
+    doc = read_versioned_json(path, kind=SWEEP_FILE_KIND, versions=READABLE_SWEEP_SCHEMA_VERSIONS, error=SweepError,
+                              label="sweep")
+    doc["schema_version"] = SWEEP_SCHEMA_VERSION  # a version-1 cell reads as a cell of one run (SweepCell)
     try:
         return Sweep.model_validate(doc)
     except ValidationError as e:
@@ -237,6 +401,30 @@ def check_grid(grid: SweepGrid) -> None:
     sweep_prompts(grid)
 
 
+def sweep_plan(grid: SweepGrid) -> list[tuple[int, str, SpecConfig | None]]:
+    """(repeat, drafter label, spec) per engine start: every configuration once per round, odd rounds reversed.
+
+    The baseline B and ngram at k=1 and 3 with 2 repeats: round 0 starts B, k=1, k=3; round 1 starts
+    k=3, k=1, B. Slow drift (the machine warming up, other work arriving) then hits every
+    configuration alike, and none always runs first or last. The price is one engine start per
+    configuration per round (about 30 s each on a CPU), against one per configuration without repeats.
+    """
+    configs = grid.engine_configs()
+    return [(r, label, spec) for r in range(grid.repeats) for label, spec in (configs[::-1] if r % 2 else configs)]
+
+
+def server_args(grid: SweepGrid, spec: SpecConfig | None) -> list[str]:
+    """The grid's server arguments; an untraced speculative server also reports per-request acceptance.
+
+    vLLM refuses --per-request-spec-decode-metrics without a speculative config, so the baseline
+    goes without it; the 'summary' level sends each request's acceptance histogram with its last chunk.
+    """
+    extra = list(grid.vllm_args)
+    if spec is not None and not grid.traced and "--per-request-spec-decode-metrics" not in extra:
+        extra += ["--per-request-spec-decode-metrics", "summary"]
+    return extra
+
+
 def run_sweep(
     grid: SweepGrid,
     out_dir: Path,
@@ -245,41 +433,50 @@ def run_sweep(
     on_engine: Callable[[str, SpecConfig | None], None] | None = None,
     start_progress: Callable[[float, str], None] | None = None,
 ) -> Sweep:
-    """Measure every cell of the grid not yet in `<out_dir>/sweep.json`; return the sweep.
+    """Measure every run of the grid not yet in `<out_dir>/sweep.json`, in sweep_plan's order; return the sweep.
 
+    `on_cell(cell, sweep)` follows every run with its cell (all of that cell's runs so far).
     Raises SweepError if out_dir holds a sweep of another grid, or when a server dies (the
     finished cells stay saved, and the dead cell's partial run is kept as `*.incomplete.json.gz`).
     """
-    from .engine import LocalServer, load_tokenizer, record
+    from .engine import LocalServer, load_tokenizer, record, warmup_prompts
 
     check_grid(grid)
     out_dir = Path(out_dir)
     path = out_dir / "sweep.json"
     sweep = load_sweep(path) if path.exists() else Sweep(grid=grid)
-    if sweep.grid != grid:
+    if sweep.grid.model_copy(update={"repeats": grid.repeats}) != grid:
         raise SweepError(f"{out_dir} holds a sweep of another grid; use a new --out folder, or the same "
-                         f"arguments as before to resume it. Its grid: {sweep.grid.model_dump_json()}")
-    done = {c.key for c in sweep.cells}
+                         f"arguments as before to resume it (--repeats may grow). Its grid: "
+                         f"{sweep.grid.model_dump_json()}")
+    sweep = sweep.model_copy(update={"grid": grid})
     prompt_set, prompts = sweep_prompts(grid)
     tokenizer = load_tokenizer(grid.target_model)
-    for label, spec in grid.engine_configs():
+    for repeat, label, spec in sweep_plan(grid):
         k = spec.num_speculative_tokens if spec else None
-        todo = [c for c in grid.concurrencies if (label, k, c) not in done]
+        todo = [c for c in grid.concurrencies if not sweep.has_run((label, k, c), repeat)]
         if not todo:
             continue
         if on_engine:
             on_engine(label, spec)
-        with LocalServer(model=grid.target_model, spec=spec, dtype=grid.dtype, seed=grid.seed,
-                         extra_args=grid.vllm_args) as server:
+        with LocalServer(model=grid.target_model, spec=spec, dtype=grid.dtype, seed=grid.seed, trace=grid.traced,
+                         extra_args=server_args(grid, spec)) as server:
             ready_s = server.start(progress=start_progress)
             for c in todo:
-                # Warm up at this batch size first: the first steps of a new shape are slow.
-                record(server, prompts[:c], prompt_set=prompt_set, concurrency=c, max_tokens=8,
+                # Warm up at this batch size first: the first steps of a new shape are slow. Not with
+                # the cell's own prompts, which would then be measured with a free (cached) prefill.
+                record(server, warmup_prompts(c), prompt_set="warm-up", concurrency=c, max_tokens=8,
                        tokenizer=tokenizer, warmup=False)
                 run = record(server, prompts, prompt_set=prompt_set, concurrency=c, max_tokens=grid.max_tokens,
                              temperature=grid.temperature, seed=grid.seed, tokenizer=tokenizer, warmup=False)
                 stem = f"{label}-k{k}" if k else label
                 stem = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in stem) + f"-c{c}"
+                stem += f"-r{repeat}" if repeat else ""  # the first round keeps the names of one-run sweeps
+                if run.meta.invalid_reason:
+                    kept = save_run(run, out_dir / "runs" / f"{stem}.invalid.json.gz")
+                    raise SweepError(f"cell {label} k={k} concurrency {c} broke the run's invariants: "
+                                     f"{run.meta.invalid_reason}\nThe run is kept for inspection in {kept} "
+                                     f"(`specviz check {kept}`); finished cells are saved in {path}.")
                 if not run.meta.complete:
                     kept = save_run(run, out_dir / "runs" / f"{stem}.incomplete.json.gz")
                     raise SweepError(f"cell {label} k={k} concurrency {c} failed: {run.meta.incomplete_reason}\n"
@@ -287,8 +484,8 @@ def run_sweep(
                                      "Run the same command again to resume.")
                 run_file = f"runs/{stem}.json.gz"
                 save_run(run, out_dir / run_file)
-                cell = cell_from_run(run, drafter=label, run_file=run_file, engine_ready_after_s=ready_s)
-                sweep = sweep.model_copy(update={"cells": [*sweep.cells, cell]})
+                sweep, cell = sweep.with_run(label, spec.to_vllm() if spec else None, cell_run(
+                    run, repeat=repeat, run_file=run_file, engine_ready_after_s=ready_s))
                 save_sweep(sweep, path)
                 if on_cell:
                     on_cell(cell, sweep)
@@ -299,40 +496,77 @@ def run_sweep(
 
 TABLE_COLUMNS = [
     "drafter", "method", "num_speculative_tokens", "concurrency", "prompt_set", "num_requests", "max_tokens",
-    "output_tokens_per_s", "speedup", "request_output_tokens_per_s_p50",
+    "repeats", "traced", "async_scheduling",
+    "output_tokens_per_s", "output_tokens_per_s_min", "output_tokens_per_s_max",
+    "speedup", "speedup_min", "speedup_max", "request_output_tokens_per_s_p50",
     "time_per_output_token_s_p50", "time_per_output_token_s_p90",
     "time_to_first_token_s_p50", "time_to_first_token_s_p90",
-    "mean_acceptance_length", "draft_acceptance_rate", "acceptance_rate_per_pos",
+    "mean_acceptance_length", "mean_acceptance_length_low", "mean_acceptance_length_high",
+    "draft_acceptance_rate", "acceptance_rate_per_pos", "acceptance_from",
     "num_engine_steps", "engine_step_time_s", "counters_match",
-    "platform", "device_name", "vllm_version", "created_at", "run_file",
+    "platform", "device_name", "vllm_version", "created_at", "run_files",
 ]
+_MEDIANS = ["request_output_tokens_per_s_p50", "time_per_output_token_s_p50", "time_per_output_token_s_p90",
+            "time_to_first_token_s_p50", "time_to_first_token_s_p90"]
+
+
+def speedups(cell: SweepCell, baseline: SweepCell | None) -> list[float]:
+    """The cell's output tokens/s over the baseline's, one ratio per repeat round both were measured in.
+
+    Runs of one round ran close in time, so pairing them cancels slow drift. Baseline runs at 30 and
+    28 tokens/s in rounds 0 and 1, the cell's at 45 and 40 -> [1.5, 1.429]: speedup 1.464 (the
+    median), spread 1.429-1.5. [] without a baseline run in any of the cell's rounds.
+    """
+    if baseline is None:
+        return []
+    base = {r.repeat: r.output_tokens_per_s for r in baseline.runs if r.output_tokens_per_s}
+    return [r.output_tokens_per_s / base[r.repeat] for r in cell.runs
+            if r.repeat in base and r.output_tokens_per_s is not None]
 
 
 def sweep_table(sweep: Sweep) -> pd.DataFrame:
-    """One row per cell, in TABLE_COLUMNS order.
+    """One row per cell, in TABLE_COLUMNS order: medians over its runs with their min-max spread.
 
-    speedup = output tokens/s of the cell / output tokens/s of the baseline at the same concurrency
-    and prompt set (None when that baseline cell is missing).
+    speedup = the median over repeat rounds of the cell's output tokens/s / the baseline's at the
+    same concurrency and prompt set in that round (see speedups; None when there is no baseline).
+    mean_acceptance_length_low/high: its 90% bootstrap interval over requests (None if not kept).
+    acceptance_from: 'trace' (the specviz tracer's steps) or 'vLLM counters' (an untraced cell).
     """
+    baselines = {(c.concurrency, c.prompt_set): c for c in sweep.cells if c.drafter == BASELINE}
     rows = []
     for cell in sweep.cells:
-        row = cell.model_dump(exclude={"steps"})
-        row["num_engine_steps"] = cell.steps.num_engine_steps
-        row["engine_step_time_s"] = cell.steps.engine_step_time_s
-        rows.append(row)
-    table = pd.DataFrame(rows, columns=[c for c in TABLE_COLUMNS if c != "speedup"])
-    baseline = {(r.concurrency, r.prompt_set): r.output_tokens_per_s
-                for r in table.itertuples() if r.drafter == BASELINE}
-    table.insert(TABLE_COLUMNS.index("speedup"), "speedup", [
-        r.output_tokens_per_s / baseline[(r.concurrency, r.prompt_set)]
-        if baseline.get((r.concurrency, r.prompt_set)) else None
-        for r in table.itertuples()
-    ])
-    return table
+        ratios = speedups(cell, baselines.get((cell.concurrency, cell.prompt_set)))
+        interval = cell.mean_acceptance_length_90
+        steps = cell.steps
+        rows.append({
+            **cell.model_dump(include={"drafter", "method", "num_speculative_tokens", "concurrency", "prompt_set",
+                                       "num_requests", "max_tokens"}),
+            "repeats": cell.repeats, "traced": cell.traced, "async_scheduling": cell.async_scheduling,
+            "output_tokens_per_s": cell.output_tokens_per_s, "output_tokens_per_s_min": cell.output_tokens_per_s_min,
+            "output_tokens_per_s_max": cell.output_tokens_per_s_max,
+            "speedup": _median(ratios), "speedup_min": min(ratios, default=None),
+            "speedup_max": max(ratios, default=None),
+            **{name: cell.median_of(name) for name in _MEDIANS},
+            "mean_acceptance_length": cell.mean_acceptance_length,
+            "mean_acceptance_length_low": interval[0] if interval else None,
+            "mean_acceptance_length_high": interval[1] if interval else None,
+            "draft_acceptance_rate": cell.draft_acceptance_rate,
+            "acceptance_rate_per_pos": cell.acceptance_rate_per_pos,
+            "acceptance_from": None if cell.drafter == BASELINE else ("trace" if cell.traced else "vLLM counters"),
+            "num_engine_steps": steps.num_engine_steps, "engine_step_time_s": steps.engine_step_time_s,
+            "counters_match": cell.counters_match, "platform": cell.platform, "device_name": cell.device_name,
+            "vllm_version": cell.vllm_version, "created_at": cell.runs[0].created_at,
+            "run_files": " ".join(r.run_file for r in cell.runs),
+        })
+    return pd.DataFrame(rows, columns=TABLE_COLUMNS)
 
 
 def sweep_summary_line(cell: SweepCell) -> str:
+    """'ngram lookup 2-4         k=3 c=4     78.3 tok/s (76.0-80.1, 3 runs)  AL 2.12 (trace)'."""
     k = f"k={cell.num_speculative_tokens}" if cell.num_speculative_tokens else "   "
     al = f"AL {cell.mean_acceptance_length:.2f}" if cell.mean_acceptance_length else "AL  -  "
-    return f"{cell.drafter:<24} {k} c={cell.concurrency:<3} {cell.output_tokens_per_s:7.1f} tok/s  {al}"
-
+    spread = (f" ({cell.output_tokens_per_s_min:.1f}-{cell.output_tokens_per_s_max:.1f}, {cell.repeats} runs)"
+              if cell.repeats > 1 else "")
+    source = "" if cell.drafter == BASELINE else (" (trace)" if cell.traced else " (vLLM counters)")
+    return (f"{cell.drafter:<24} {k} c={cell.concurrency:<3} {cell.output_tokens_per_s:7.1f} tok/s{spread}  "
+            f"{al}{source}")

@@ -1,8 +1,9 @@
-"""The tuner: predict acceptance and throughput at every num_speculative_tokens k <= K from one run at K.
+"""The tuner: predict acceptance and throughput at every num_speculative_tokens k <= K from a sweep.
 
-Inputs per concurrency c: the baseline cell (no speculation) and one traced cell of the drafter at
-num_speculative_tokens = K (see `specviz.sweep`). Nothing else: other cells of the same drafter are
-only used to show how far the prediction is from what was measured.
+Inputs: a sweep (see `specviz.sweep`). The acceptance at every k <= K comes from one cell of the
+drafter at K per concurrency (traced, or untraced with vLLM's counters); the cost of a target pass
+comes from a model fitted across all the sweep's cells. The drafter's cells at other k are then
+drawn beside the prediction to show how far it is from what was measured.
 
 1. Acceptance: cut the recorded histogram at k. For drafters whose first j drafts do not depend on
    k (ngram, suffix, draft_model, eagle, eagle3, mtp, medusa: see `drafter_refusal`), running at
@@ -13,6 +14,8 @@ only used to show how far the prediction is from what was measured.
        k=2: min(a,2) = 0,1,2,2 -> 1 + 5/4 = 2.25
        k=3: min(a,3) = 0,1,3,3 -> 1 + 7/4 = 2.75   (the recorded value)
    Per-position acceptance rates for positions < k are unchanged ([0.75, 0.5, 0.5] here).
+   Without the tracer the histogram comes from vLLM's per-position counters, which hold the same
+   information: steps accepting exactly a drafts = per_pos[a-1] - per_pos[a] (metrics.counted_step_figures).
 2. Tokens per target pass (per request), L(k). Steps without drafts (the prefill, and steps where
    the drafter found nothing, e.g. no n-gram match) commit 1 token each, and they happen at the same
    places in the output whatever k is (a development sweep of ngram on SmolLM2 had 88, 88, 88 of
@@ -22,28 +25,31 @@ only used to show how far the prediction is from what was measured.
        L(k) = N / (U + (N - U) / (1 + E[min(a, k)]))
    With U=2 more steps in the example: N = 2 + 4 * 2.75 = 13 and L(3) = 13/6 = 2.167 (as recorded),
    L(2) = 13 / (2 + 11/2.25) = 1.887, L(1) = 13 / (2 + 11/1.75) = 1.569; the baseline has L(0) = 1.
-   (Holding the share f = D / (U + D) of drafted steps fixed instead, L(k) = 1 + f * E[min(a,k)],
-   under-predicts small k for drafters that often find nothing; the benchmark prints both.)
-3. Step cost (an assumption, not a measurement): the engine step time is linear in k between the
-   two measured points, t(c,k) = t(c,0) + (t(c,K) - t(c,0)) * k / K, because drafting k tokens and
-   verifying k+1 per request both grow with k. t(c,0) = 0.030 s, t(c,5) = 0.045 s -> t(c,1) = 0.033 s.
-4. Throughput: engine steps needed for the same output scale as 1 / L(k), each costs t(c,k):
-       recorded anchor (default)  tput(c,k) = tput(c,K) * L(k) / L(K) * t(c,K) / t(c,k)
-       baseline anchor            tput(c,k) = tput(c,0) * L(k) * t(c,0) / t(c,k)
-       both                       the baseline anchor times r ** (k / K), r = measured tput(c,K) /
-                                  baseline-anchor tput(c,K): equal to both measured cells.
-   Worked: tput(c,5) = 66 tok/s, L(5) = 2.37, L(1) = 1.55, t(c,5) = 0.0356 s, t(c,1) = 0.0331 s
-   -> recorded anchor tput(c,1) = 66 * 1.55/2.37 * 0.0356/0.0331 = 46.4 tok/s.
-   The recorded anchor is the default: the K cell ran the speculative engine (proposer, rejection
-   sampler, spec-decode batch shapes), whose per-step overhead beyond the linear term the baseline
-   engine never pays, and it was the most accurate on a development sweep (ngram, SmolLM2, 2-core
-   CPU, 8 requests of 48 tokens: median error 34% against 52% for the baseline anchor and 48% for
-   both). There the step time, disturbed by other work on the machine, carried the error, not the
-   acceptance (5%) or L(k) (3%).
-   Re-check on a new sweep with benchmarks/tuning_accuracy.py, which prints all three.
-   k = 0 is the measured baseline under every anchor.
+   The drafted share of the steps at k is f(k) = D(k) / (U + D(k)), D(k) = (N - U) / (1 + E[min(a,k)]):
+   f(3) = 4/6 = 0.667, f(1) = 6.29 / 8.29 = 0.759 in the example.
+   (Holding the share f fixed at its value at K instead, L(k) = 1 + f * E[min(a,k)], under-predicts
+   small k for drafters that often find nothing; the benchmark prints both.)
+3. Step cost, fitted (see StepCostFit and fit_step_cost): one target pass over a batch of c
+   requests verifies V = c + Dr tokens, one per request plus the Dr = c * f * k drafts (so
+   c * (k + 1) when every request drafts every step), and costs
+       t = base + per_request * c + per_drafted_token[drafter] * Dr
+   a share per request in the batch (its one certain token: the target's work on it, sampling,
+   scheduling, streaming) and a share per drafted token (the drafter proposing it and the target
+   verifying it; with V = c + Dr the two cannot be told apart from throughput). It is fitted by
+   least squares (on relative error) across every cell of the sweep, the baseline's and every
+   drafter's, each cell's time per pass taken from its measured throughput: t = c * L / (output
+   tokens/s). Worked: base 20 ms, 10 ms per request, 5 ms per drafted token -> at c=4, k=1, f=1:
+   Dr = 4, t = 20 + 40 + 20 = 80 ms.
+4. Throughput: c requests each committing L(k) tokens per pass of t(c, k) seconds:
+       tput(c, k) = c * L(k) / t(c, k)
+   Worked, continuing 3. with L(1) = 1.6: 4 * 1.6 / 0.080 = 80 tokens/s; the baseline (k=0, Dr = 0,
+   t = 60 ms) 4 / 0.060 = 66.7 tokens/s, so speedup 1.2. k = 0 is predicted the same way, so
+   predictions and their speedups come from one model; the measured cells are drawn beside them.
+   On the recorded sweeps this was the most accurate of the models tried (benchmarks/tuning_accuracy.py):
+   a line in k per concurrency between the baseline and the K cell, and throughput scaled from the
+   measured K cell, both carry that one cell's run-to-run noise into every prediction.
 5. Recommendation: per concurrency the k in 0..K with the highest predicted throughput; k = 0 (no
-   speculation) when nothing beats the measured baseline.
+   speculation) when nothing beats the baseline.
 
 Leviathan et al. 2023 give a closed form with one per-token acceptance a: expected tokens per
 drafted step (1 - a^(k+1)) / (1 - a). It is drawn as a comparison line with a fitted so that it
@@ -51,28 +57,21 @@ equals the measured mean acceptance length at K; real per-position rates fall wi
 the prediction itself uses the measured histogram.
 
 The tuner refuses, with a reason instead of a number, when the data cannot support a prediction:
-k above the recorded K, a drafter whose drafts depend on k, no baseline at that concurrency, no
-traced steps, too few drafted steps, or no step timing.
+k above the recorded K, a drafter whose drafts depend on k, a cell without acceptance figures
+(neither traced nor with vLLM's counters), too few drafted steps, or too few cells to fit the step cost.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+import numpy as np
+from pydantic import Field
 
+from .base import Frozen
 from .config import SpecConfig, serve_command_text
 from .metrics import StepFigures
 from .sweep import BASELINE, Sweep, SweepCell
-
-Anchor = Literal["baseline", "recorded", "both"]
-ANCHOR_FORMULA = {
-    "recorded": "tput(k) = tput(K) · L(k)/L(K) · t(K)/t(k)",
-    "baseline": "tput(k) = tput(0) · L(k) · t(0)/t(k)",
-    "both": "tput(k) = tput(0) · L(k) · t(0)/t(k) · r^(k/K), r making it equal the measured tput(K)",
-}
-DEFAULT_ANCHOR: Anchor = "recorded"  # the most accurate on the dev sweep; see benchmarks/tuning_accuracy.py
 
 # Below this many drafted steps one lucky or unlucky request moves the mean acceptance length by
 # more than the differences between neighbouring k: refuse rather than recommend from noise.
@@ -106,10 +105,8 @@ CUT_IS_VALID = {
 }
 
 
-class TuningRefusal(BaseModel):
+class TuningRefusal(Frozen):
     """No number, and why: shown plainly instead of a prediction."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     concurrency: int | None = Field(description="None when the whole drafter is refused")
     num_speculative_tokens: int | None = None
@@ -184,9 +181,18 @@ def tokens_per_step_fixed_share(steps: StepFigures, k: int) -> float:
     return 1 + f * expected_accepted(steps.accepted_histogram, k)
 
 
-def step_time_s(t0: float, t_recorded: float, recorded_k: int, k: int) -> float:
-    """Linear in k (an assumption): t0=0.030, t(5)=0.045 -> t(1)=0.033, t(3)=0.039."""
-    return t0 + (t_recorded - t0) * k / recorded_k
+def drafted_share(steps: StepFigures, k: int) -> float:
+    """f(k) = D(k) / (U + D(k)), D(k) = (N - U) / (1 + E[min(a, k)]): the share of request-steps with drafts.
+
+    [1, 1, 0, 2] at K=3 with U=2: N = 13; k=3 -> 4/6 = 0.667, k=1 -> 6.286 / 8.286 = 0.759, k=0 -> 0.
+    """
+    drafted, undrafted = sum(steps.accepted_histogram), steps.num_steps_without_drafts
+    if k == 0 or drafted == 0:
+        return 0.0
+    K = len(steps.accepted_histogram) - 1
+    n = undrafted + drafted * mean_acceptance_length(steps.accepted_histogram, K)
+    d_k = (n - undrafted) / mean_acceptance_length(steps.accepted_histogram, k)
+    return d_k / (undrafted + d_k)
 
 
 def leviathan_tokens_per_step(a: float, k: int) -> float:
@@ -226,42 +232,120 @@ def python_config(target_model: str, speculative_config: dict | None) -> str:
     return f"from vllm import LLM\n\nllm = LLM(\n    model={target_model!r},\n    {spec},\n)"
 
 
+# ---- the step cost ------------------------------------------------------------------------------
+
+
+class StepCostFit(Frozen):
+    """Seconds per target pass against the batch's work, fitted across a sweep's cells (module docstring, 3.).
+
+        t = base_s + per_request_s * c + per_drafted_token_s[drafter] * Dr,   Dr = c * f * k
+
+    Each cell's t is what its measured throughput implies, t = c * L / (output tokens/s), with L its
+    measured tokens per pass and f its drafted share of request-steps (measured_pass). The fit is
+    least squares on relative error (each cell weighted by 1 / its t). A cost that comes out below
+    zero (noise, or too small to see) is held at 0 and the fit repeated; `held_at_zero` names it.
+    Worked: cells (c, k, f, t) = (1, 0, -, 30 ms), (4, 0, -, 60 ms), (1, 2, 1, 40 ms), (4, 2, 1, 100 ms)
+    give base 20 ms, 10 ms per request, 5 ms per drafted token, exactly (R² = 1, error 0).
+    """
+
+    base_s: float = Field(description="fixed cost of a pass, whatever the batch")
+    per_request_s: float = Field(description="cost of one more request in the batch (its one certain token)")
+    per_drafted_token_s: dict[str, float] = Field(description="drafter label -> cost of one more drafted token "
+                                                              "(drafting it and verifying it)")
+    held_at_zero: list[str] = Field(default_factory=list, description="terms whose fitted cost was negative")
+    r2: float = Field(description="share of the variance of the cells' pass times the fit explains")
+    median_relative_error: float = Field(description="median |fitted / measured - 1| over the cells")
+    num_cells: int
+
+    def pass_time_s(self, drafter: str, concurrency: int, k: int, share: float) -> float:
+        """t at c requests, k drafts, drafted share f: base 20 ms, 10 ms, 5 ms at (4, 1, 1) -> 0.080 s."""
+        drafted = concurrency * share * k
+        return self.base_s + self.per_request_s * concurrency + self.per_drafted_token_s.get(drafter, 0.0) * drafted
+
+
+PER_REQUEST = "per request"  # the name of that term in StepCostFit.held_at_zero
+
+
+def measured_pass(cell: SweepCell) -> tuple[float, float] | None:
+    """(t, Dr) of a measured cell: the seconds per pass its throughput implies, and the drafts per pass.
+
+    Baseline at c=4, 120 tokens/s: L = 1, t = 4 * 1 / 120 = 33.3 ms, Dr = 0. ngram at k=3, c=2,
+    60 tokens/s, histogram [1, 1, 0, 2] with 2 steps without drafts: L = 13/6, f = 4/6, t = 72.2 ms,
+    Dr = 2 * 4/6 * 3 = 4. None when the cell has no throughput or no acceptance figures (untraced
+    without vLLM's counters).
+    """
+    k = cell.num_speculative_tokens or 0
+    if not cell.output_tokens_per_s or len(cell.steps.accepted_histogram) != k + 1:
+        return None
+    if sum(cell.steps.accepted_histogram) + cell.steps.num_steps_without_drafts == 0:
+        return None
+    c = cell.concurrency
+    return c * tokens_per_step(cell.steps, k) / cell.output_tokens_per_s, c * drafted_share(cell.steps, k) * k
+
+
+def fit_step_cost(cells: list[SweepCell]) -> StepCostFit | str:
+    """Fit StepCostFit to the cells (baseline and drafters together); a reason instead when it cannot."""
+    points = [(cell.drafter, cell.concurrency, m) for cell in cells if (m := measured_pass(cell)) is not None]
+    terms = [PER_REQUEST, *dict.fromkeys(d for d, _, _ in points if d != BASELINE)]
+    held: list[str] = []
+    t = np.array([m[0] for _, _, m in points])
+    while True:
+        free = [name for name in terms if name not in held]
+        if len(points) < len(free) + 2:
+            return (f"too few cells to fit the step cost: {len(points)} with throughput and acceptance figures, "
+                    f"{len(free) + 2} needed (the baseline and each drafter at two or more concurrencies or k)")
+        X = np.array([[1.0] + [c if name == PER_REQUEST else dr if d == name else 0.0 for name in free]
+                      for d, c, (_, dr) in points])
+        coef = np.linalg.lstsq(X / t[:, None], np.ones(len(t)), rcond=None)[0]
+        negative = [(value, name) for value, name in zip(coef[1:], free) if value < 0]
+        if not negative:
+            break
+        held.append(min(negative)[1])
+    fitted = X @ coef
+    costs = dict(zip(free, (float(v) for v in coef[1:]))) | {name: 0.0 for name in held}
+    ss_tot = float(((t - t.mean()) ** 2).sum())
+    return StepCostFit(
+        base_s=float(coef[0]), per_request_s=costs.pop(PER_REQUEST), per_drafted_token_s=costs, held_at_zero=held,
+        r2=1 - float(((t - fitted) ** 2).sum()) / ss_tot if ss_tot else 1.0,
+        median_relative_error=float(np.median(np.abs(fitted / t - 1))), num_cells=len(points),
+    )
+
+
 # ---- the prediction -----------------------------------------------------------------------------
 
 
-class PredictionRow(BaseModel):
-    """Predicted figures at one (concurrency, k). k=0 is the measured baseline."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class PredictionRow(Frozen):
+    """Predicted figures at one (concurrency, k); k=0 is the baseline, predicted by the same model."""
 
     concurrency: int
     num_speculative_tokens: int
     mean_acceptance_length: float | None = Field(description="1 + E[min(a,k)] over drafted steps; None at k=0")
     acceptance_rate_per_pos: list[float]
     tokens_per_step: float = Field(description="L(k): tokens one request commits per target pass")
-    engine_step_time_s: float
+    pass_time_s: float = Field(description="seconds per target pass from the fitted step cost")
     output_tokens_per_s: float
-    speedup: float = Field(description="predicted output_tokens_per_s / measured baseline at this concurrency")
+    speedup: float = Field(description="predicted output_tokens_per_s / predicted baseline at this concurrency")
     leviathan_mean_acceptance_length: float | None
 
 
-class MeasuredPoint(BaseModel):
+class MeasuredPoint(Frozen):
     """A measured sweep cell of the drafter (or the baseline at k=0), and the prediction's gap to it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     concurrency: int
     num_speculative_tokens: int
-    output_tokens_per_s: float
+    output_tokens_per_s: float = Field(description="median over the cell's runs")
+    output_tokens_per_s_min: float
+    output_tokens_per_s_max: float
+    repeats: int
+    traced: bool = Field(description="acceptance from the tracer's steps; False: from vLLM's counters")
+    async_scheduling: bool | None
     mean_acceptance_length: float | None
     predicted_output_tokens_per_s: float | None
     relative_error: float | None = Field(description="(predicted - measured) / measured; None if not predicted")
-    used_for_prediction: bool
+    used_for_prediction: bool = Field(description="the cell whose acceptance was cut at every k")
 
 
-class Recommendation(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class Recommendation(Frozen):
     concurrency: int
     num_speculative_tokens: int = Field(description="0: no speculation")
     output_tokens_per_s: float
@@ -269,15 +353,13 @@ class Recommendation(BaseModel):
     speculative_config: dict | None
 
 
-class Prediction(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class Prediction(Frozen):
     drafter: str
     method: str | None
     target_model: str
-    anchor: Anchor
-    recorded_k: dict[int, int] = Field(description="concurrency -> K of the run predicted from")
+    recorded_k: dict[int, int] = Field(description="concurrency -> K of the cell whose acceptance was cut")
     speculative_config: dict | None = Field(description="the drafter's config as recorded")
+    step_cost: StepCostFit | None = Field(description="None when it could not be fitted (see refusals)")
     rows: list[PredictionRow]
     measured: list[MeasuredPoint]
     refusals: list[TuningRefusal]
@@ -318,50 +400,32 @@ class Prediction(BaseModel):
         return python_config(self.target_model, with_k(self.speculative_config, k))
 
 
-def _cell_refusal(cell: SweepCell, what: str) -> str | None:
-    if cell.steps.num_engine_steps == 0:
-        return f"the {what} run has no traced steps (recorded without the specviz tracer)"
-    if cell.steps.engine_step_time_s is None:
-        return f"the {what} run has too few engine steps to time one"
-    return None
-
-
-def predict_concurrency(baseline: SweepCell | None, recorded: SweepCell, anchor: Anchor = DEFAULT_ANCHOR,
-                        ) -> list[PredictionRow] | TuningRefusal:
-    """Rows for k = 0..K at the recorded cell's concurrency, or why not."""
+def predict_concurrency(recorded: SweepCell, fit: StepCostFit) -> list[PredictionRow] | TuningRefusal:
+    """Rows for k = 0..K at the recorded cell's concurrency (module docstring, 1.-4.), or why not."""
     c, K = recorded.concurrency, recorded.num_speculative_tokens or 0
-
-    def refuse(reason: str) -> TuningRefusal:
-        return TuningRefusal(concurrency=c, reason=reason)
-
-    if baseline is None:
-        return refuse("no baseline run at this concurrency: the step cost without drafting is unknown")
-    for cell, what in ((baseline, "baseline"), (recorded, f"k={K}")):
-        if reason := _cell_refusal(cell, what):
-            return refuse(reason)
-    if not baseline.output_tokens_per_s:
-        return refuse("the baseline run at this concurrency produced no output to measure")
     hist = recorded.steps.accepted_histogram
+    if len(hist) != K + 1:
+        return TuningRefusal(concurrency=c, reason=(
+            f"the k={K} cell has no acceptance figures: it was recorded without the specviz tracer and without "
+            "vLLM's spec-decode counters"))
     if sum(hist) < MIN_DRAFTED_STEPS:
-        return refuse(f"only {sum(hist)} drafted steps in the k={K} run (at least {MIN_DRAFTED_STEPS} needed): "
-                      "record more requests or longer outputs")
-    t0, tK = baseline.steps.engine_step_time_s, recorded.steps.engine_step_time_s
-    tput0 = baseline.output_tokens_per_s
-    L_K = tokens_per_step(recorded.steps, K)
-    r = recorded.output_tokens_per_s / (tput0 * L_K * t0 / tK)
+        return TuningRefusal(concurrency=c, reason=(
+            f"only {sum(hist)} drafted steps in the k={K} run (at least {MIN_DRAFTED_STEPS} needed): "
+            "record more requests or longer outputs"))
     a = fit_leviathan_rate(mean_acceptance_length(hist, K), K)
     rows = []
     for k in range(K + 1):
-        L, t = tokens_per_step(recorded.steps, k), step_time_s(t0, tK, K, k)
-        tput = tput0 if k == 0 else {  # k=0 is the baseline itself: measured, not predicted
-            "baseline": tput0 * L * t0 / t,
-            "recorded": recorded.output_tokens_per_s * L / L_K * tK / t,
-            "both": tput0 * L * t0 / t * r ** (k / K)}[anchor]
+        L = tokens_per_step(recorded.steps, k)
+        t = fit.pass_time_s(recorded.drafter, c, k, drafted_share(recorded.steps, k))
+        if t <= 0:
+            return TuningRefusal(concurrency=c, reason=f"the fitted step cost is not positive at k={k}: "
+                                                       "the sweep's cells do not pin it down")
+        tput = c * L / t
         rows.append(PredictionRow(
             concurrency=c, num_speculative_tokens=k,
             mean_acceptance_length=mean_acceptance_length(hist, k) if k else None,
-            acceptance_rate_per_pos=acceptance_rate_per_pos(hist, k), tokens_per_step=L,
-            engine_step_time_s=t, output_tokens_per_s=tput, speedup=tput / tput0,
+            acceptance_rate_per_pos=acceptance_rate_per_pos(hist, k), tokens_per_step=L, pass_time_s=t,
+            output_tokens_per_s=tput, speedup=tput / rows[0].output_tokens_per_s if rows else 1.0,
             leviathan_mean_acceptance_length=leviathan_tokens_per_step(a, k) if k else None,
         ))
     return rows
@@ -382,39 +446,47 @@ def provenance(sweep: Sweep) -> str:
     versions = ", ".join(sorted({c.vllm_version for c in cells})) or "?"
     prompt_sets = ", ".join(sorted({c.prompt_set for c in cells})) or g.prompts
     concurrencies = ", ".join(str(c) for c in sorted({c.concurrency for c in cells}))
+    repeats = sorted({c.repeats for c in cells})
+    runs = f"{repeats[0]}" if len(repeats) == 1 else f"{repeats[0]}-{repeats[-1]}"
+    traced = {c.traced for c in cells}
+    how = "traced" if traced == {True} else "untraced (vLLM's counters)" if traced == {False} else "traced and untraced"
     return (f"concurrency {concurrencies} · prompt set '{prompt_sets}' · {g.num_requests} requests · "
-            f"max {g.max_tokens} output tokens · temperature {g.temperature} · {hardware} · vLLM {versions} · "
-            f"{g.target_model.rstrip('/').split('/')[-1]}")
+            f"max {g.max_tokens} output tokens · temperature {g.temperature} · {runs} run(s) per cell · {how} · "
+            f"{hardware} · vLLM {versions} · {g.target_model.rstrip('/').split('/')[-1]}")
 
 
-def predict(sweep: Sweep, drafter: str, recorded_k: int | None = None,
-            anchor: Anchor = DEFAULT_ANCHOR) -> Prediction:
-    """Predict every k <= K at every concurrency of the sweep from the drafter's cells at K plus the baseline.
+def predict(sweep: Sweep, drafter: str, recorded_k: int | None = None) -> Prediction:
+    """Predict every k <= K at every concurrency of the drafter: acceptance cut from its cell at K, pass
+    times from the step cost fitted across all the sweep's cells (fit_step_cost).
 
-    recorded_k: the K to predict from (default: the drafter's largest k at each concurrency).
-    Cells of the drafter at other k are not used, only compared with (Prediction.measured).
+    recorded_k: the K whose acceptance is cut (default: the drafter's largest k at each concurrency).
     """
     mine = [c for c in sweep.cells if c.drafter == drafter]
     if not mine:
         raise ValueError(f"no cells of drafter {drafter!r} in this sweep; it has: {drafters(sweep)}")
     baselines = {c.concurrency: c for c in sweep.cells if c.drafter == BASELINE}
-    concurrencies = sorted({c.concurrency for c in mine} | set(baselines))
     method, config = mine[0].method, mine[0].speculative_config
     rows: list[PredictionRow] = []
     refusals: list[TuningRefusal] = []
     used: dict[int, int] = {}
+    fit = fit_step_cost(sweep.cells)
     if reason := drafter_refusal(method, config):
         refusals.append(TuningRefusal(concurrency=None, reason=reason))
+    elif not baselines:
+        refusals.append(TuningRefusal(concurrency=None, reason=(
+            "no baseline cells: the cost of a target pass without drafts is unknown")))
+    elif isinstance(fit, str):
+        refusals.append(TuningRefusal(concurrency=None, reason=fit))
     else:
-        for c in concurrencies:
+        for c in sorted({x.concurrency for x in mine}):
             at_c = [x for x in mine if x.concurrency == c]
             pick = [x for x in at_c if x.num_speculative_tokens == recorded_k] if recorded_k else at_c
             if not pick:
-                want = f"at k={recorded_k}" if recorded_k else ""
-                refusals.append(TuningRefusal(concurrency=c, reason=f"no run of {drafter} {want} at this concurrency"))
+                refusals.append(TuningRefusal(concurrency=c, reason=f"no run of {drafter} at k={recorded_k} "
+                                                                    "at this concurrency"))
                 continue
             cell = max(pick, key=lambda x: x.num_speculative_tokens or 0)
-            result = predict_concurrency(baselines.get(c), cell, anchor)
+            result = predict_concurrency(cell, fit)
             if isinstance(result, TuningRefusal):
                 refusals.append(result)
             else:
@@ -427,14 +499,16 @@ def predict(sweep: Sweep, drafter: str, recorded_k: int | None = None,
         p = predicted.get((cell.concurrency, k))
         measured.append(MeasuredPoint(
             concurrency=cell.concurrency, num_speculative_tokens=k, output_tokens_per_s=cell.output_tokens_per_s,
+            output_tokens_per_s_min=cell.output_tokens_per_s_min, output_tokens_per_s_max=cell.output_tokens_per_s_max,
+            repeats=cell.repeats, traced=cell.traced, async_scheduling=cell.async_scheduling,
             mean_acceptance_length=cell.mean_acceptance_length, predicted_output_tokens_per_s=p,
             relative_error=(p - cell.output_tokens_per_s) / cell.output_tokens_per_s
             if p is not None and cell.output_tokens_per_s else None,
-            used_for_prediction=used.get(cell.concurrency) == k or (k == 0 and cell.concurrency in used),
+            used_for_prediction=k > 0 and used.get(cell.concurrency) == k,
         ))
-    return Prediction(drafter=drafter, method=method, target_model=sweep.grid.target_model, anchor=anchor,
-                      recorded_k=used, speculative_config=config, rows=rows, measured=measured,
-                      refusals=refusals, provenance=provenance(sweep))
+    return Prediction(drafter=drafter, method=method, target_model=sweep.grid.target_model, recorded_k=used,
+                      speculative_config=config, step_cost=fit if isinstance(fit, StepCostFit) else None,
+                      rows=rows, measured=measured, refusals=refusals, provenance=provenance(sweep))
 
 
 def list_sweep_files(folder: Path = SWEEPS_DIR) -> list[Path]:

@@ -1,13 +1,29 @@
-"""Sweep grids, files and the table, without an engine."""
+"""Sweep grids, files, repeats and the table, without an engine (a fake one for the order of runs)."""
 
 import json
 
 import pytest
+from conftest import make_run
 from pydantic import ValidationError
 
 from specviz.config import ConfigError
 from specviz.metrics import StepFigures
-from specviz.sweep import Sweep, SweepCell, SweepError, SweepGrid, drafter_label, load_sweep, save_sweep, sweep_table
+from specviz.sweep import (
+    CellRun,
+    Sweep,
+    SweepCell,
+    SweepError,
+    SweepGrid,
+    cell_run,
+    drafter_label,
+    load_sweep,
+    save_sweep,
+    server_args,
+    speedups,
+    sweep_plan,
+    sweep_table,
+)
+from specviz.trace import Request, RequestSpecDecodeMetrics, SpecDecodeCounters
 
 GRID = dict(target_model="m", drafters=[{"method": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 4}],
             num_speculative_tokens=[1, 3], concurrencies=[1, 4], prompts="builtin:code", num_requests=8,
@@ -104,3 +120,191 @@ def test_the_command_line_refuses_a_bad_sweep_before_any_engine(capsys, tmp_path
     assert "not a model folder" in capsys.readouterr().err
     assert main(["sweep", "--model", str(tmp_path), "--concurrency", "1,32", "--out", str(tmp_path)]) == 2
     assert "below the largest concurrency" in capsys.readouterr().err
+
+
+# ---- repeats: one cell, several runs ----------------------------------------------------------------
+
+def run_of(k: int | None, c: int, tput: float, repeat: int, *, acceptance: list[tuple[int, int]] | None = None,
+           length: float | None = None, drafts: int = 0) -> CellRun:
+    """One run's figures as a sweep keeps them (metrics.Summary plus the sweep's fields)."""
+    return CellRun(
+        run_id=f"r{repeat}", complete=True, method="ngram" if k else None, num_speculative_tokens=k, concurrency=c,
+        prompt_set="code", max_tokens=32, num_requests=8, num_output_tokens=256, num_steps=256,
+        vllm_version="0.32.0", platform="cpu", device_name="test cpu", mean_acceptance_length=length,
+        draft_acceptance_rate=None, num_drafts=drafts, num_draft_tokens=drafts * (k or 0), num_accepted_tokens=0,
+        num_accepted_tokens_per_pos=[], acceptance_rate_per_pos=[], request_acceptance_lengths=[],
+        output_tokens_per_s=tput, request_output_tokens_per_s_p50=None, time_to_first_token_s_p50=None,
+        time_to_first_token_s_p90=None, time_per_output_token_s_p50=0.03 + repeat / 1000,
+        time_per_output_token_s_p90=None, counters_match=None, repeat=repeat, run_file=f"runs/x-r{repeat}.json.gz",
+        wall_time_s=256 / tput, steps=StepFigures(accepted_histogram=[0] * ((k or 0) + 1), num_steps_without_drafts=256,
+                                                  num_engine_steps=100, engine_step_time_s=0.03),
+        request_acceptance=acceptance, traced=True, async_scheduling=False, engine_ready_after_s=30.0,
+        created_at="2026-12-02T00:00:00+00:00")
+
+
+def cell_of(drafter: str, k: int | None, c: int, runs: list[CellRun]) -> SweepCell:
+    return SweepCell(drafter=drafter, method="ngram" if k else None, num_speculative_tokens=k,
+                     speculative_config={"method": "ngram", "num_speculative_tokens": k} if k else None,
+                     concurrency=c, prompt_set="code", num_requests=8, max_tokens=32, runs=runs)
+
+
+NG = "ngram lookup 2-4"
+
+
+def test_a_cell_gives_the_median_and_the_spread_of_its_runs():
+    c = cell_of(NG, 3, 4, [run_of(3, 4, 40.0, 0), run_of(3, 4, 44.0, 1), run_of(3, 4, 41.0, 2)])
+    assert (c.output_tokens_per_s, c.output_tokens_per_s_min, c.output_tokens_per_s_max) == (41.0, 40.0, 44.0)
+    assert c.repeats == 3 and c.traced and c.async_scheduling is False
+    assert c.median_of("time_per_output_token_s_p50") == pytest.approx(0.031)
+    # the file carries the median and the spread beside the runs, and reads back the same
+    doc = json.loads(c.model_dump_json())
+    assert (doc["output_tokens_per_s"], doc["output_tokens_per_s_min"], doc["output_tokens_per_s_max"]) == (41, 40, 44)
+    assert SweepCell.model_validate(doc) == c
+
+
+def test_speedup_pairs_the_runs_of_one_round_and_gives_its_spread():
+    base = cell_of("baseline", None, 1, [run_of(None, 1, 30.0, 0), run_of(None, 1, 28.0, 1)])
+    ngram = cell_of(NG, 3, 1, [run_of(3, 1, 45.0, 0), run_of(3, 1, 40.0, 1)])
+    assert speedups(ngram, base) == pytest.approx([1.5, 40 / 28])  # round 0: 45/30, round 1: 40/28
+    assert speedups(ngram, None) == []
+    grid = SweepGrid(**GRID | {"repeats": 2})
+    row = sweep_table(Sweep(grid=grid, cells=[base, ngram])).set_index("drafter").loc[NG]
+    assert row.speedup == pytest.approx((1.5 + 40 / 28) / 2)  # the median of two: 1.464
+    assert (row.speedup_min, row.speedup_max) == (pytest.approx(40 / 28), pytest.approx(1.5))
+    assert (row.output_tokens_per_s, row.output_tokens_per_s_min, row.output_tokens_per_s_max) == (42.5, 40.0, 45.0)
+    assert row.repeats == 2 and row.run_files == "runs/x-r0.json.gz runs/x-r1.json.gz"
+
+
+def test_acceptance_pools_the_runs_and_its_interval_resamples_requests():
+    # each run: two requests, (4 drafts, 4 accepted) and (4, 0); 8 drafts per run at length 1.5
+    runs = [run_of(3, 1, 40.0, r, acceptance=[(4, 4), (4, 0)], length=1.5, drafts=8) for r in (0, 1)]
+    c = cell_of(NG, 3, 1, runs)
+    assert c.request_acceptance == [(8, 8), (8, 0)]  # a prompt's counts summed over the repeats
+    assert c.mean_acceptance_length == pytest.approx(1.5)
+    assert c.mean_acceptance_length_90 == (1.0, 2.0)  # both draws of one prompt: 2.0 or 1.0
+    row = sweep_table(Sweep(grid=SweepGrid(**GRID), cells=[c])).iloc[0]
+    assert (row.mean_acceptance_length_low, row.mean_acceptance_length_high) == (1.0, 2.0)
+    assert cell_of(NG, 3, 1, [run_of(3, 1, 40.0, 0)]).mean_acceptance_length_90 is None  # counts not kept
+
+
+def test_the_plan_goes_round_by_round_reversing_odd_rounds():
+    grid = SweepGrid(**GRID | {"repeats": 3})
+    plan = [(r, label, spec.num_speculative_tokens if spec else None) for r, label, spec in sweep_plan(grid)]
+    assert plan == [(0, "baseline", None), (0, NG, 1), (0, NG, 3),
+                    (1, NG, 3), (1, NG, 1), (1, "baseline", None),
+                    (2, "baseline", None), (2, NG, 1), (2, NG, 3)]
+
+
+def test_an_untraced_speculative_server_reports_per_request_acceptance():
+    from specviz.config import SpecConfig
+
+    spec = SpecConfig.from_dict({"method": "ngram", "num_speculative_tokens": 3})
+    untraced = SweepGrid(**GRID | {"traced": False, "vllm_args": ["--max-num-seqs", "8"]})
+    assert server_args(untraced, spec) == ["--max-num-seqs", "8", "--per-request-spec-decode-metrics", "summary"]
+    assert server_args(untraced, None) == ["--max-num-seqs", "8"]  # vLLM refuses it without speculation
+    assert server_args(SweepGrid(**GRID), spec) == []
+
+
+def test_an_untraced_run_takes_its_acceptance_from_vllms_counters():
+    def request(i: int, spec_steps: int, accepted: int) -> Request:
+        return Request(request_id=f"r{i}", prompt="p", output_token_ids=list(range(20)), output_text="x" * 20,
+                       start_time_s=0.0, first_token_time_s=0.2, end_time_s=2.0, finish_reason="length",
+                       spec_decode_metrics=RequestSpecDecodeMetrics(
+                           mean_acceptance_length=1 + accepted / spec_steps,
+                           draft_acceptance_rate=accepted / spec_steps / 3,
+                           acceptance_histogram=[0, 0, 0, 0], num_spec_steps=spec_steps,
+                           num_accepted_draft_tokens=accepted, num_draft_tokens=3 * spec_steps, num_spec_tokens=3))
+
+    run = make_run([request(0, 4, 5), request(1, 6, 6)], k=3, traced=False, async_scheduling=True,
+                   vllm_counters=SpecDecodeCounters(num_drafts=10, num_draft_tokens=30, num_accepted_tokens=11,
+                                                    num_accepted_tokens_per_pos=[6, 4, 1]))
+    r = cell_run(run, repeat=0, run_file="runs/u.json.gz", engine_ready_after_s=None)
+    assert not r.traced and r.async_scheduling is True
+    assert r.steps.accepted_histogram == [4, 2, 3, 1] and r.steps.num_steps_without_drafts == 40 - 21
+    assert r.request_acceptance == [(4, 5), (6, 6)]
+    assert r.mean_acceptance_length == pytest.approx(2.1)  # 1 + 11 / 10, from the counters
+    row = sweep_table(Sweep(grid=SweepGrid(**GRID), cells=[cell_of(NG, 3, 1, [r])])).iloc[0]
+    assert row.acceptance_from == "vLLM counters" and not row.traced and row.async_scheduling
+
+
+def test_version_1_sweep_files_load_as_one_run_per_cell(tmp_path):
+    from specviz.tuning import list_sweep_files
+
+    for path in list_sweep_files():  # the recorded sample sweeps are version 1
+        raw = json.loads(path.read_text())
+        sweep = load_sweep(path)
+        assert len(sweep.cells) == len(raw["cells"])
+        for old, new in zip(raw["cells"], sweep.cells):
+            assert new.repeats == 1 and new.traced
+            assert new.output_tokens_per_s == old["output_tokens_per_s"] == new.output_tokens_per_s_min
+            assert new.mean_acceptance_length == pytest.approx(old["mean_acceptance_length"])
+            assert new.steps == StepFigures(**old["steps"]) and new.runs[0].run_file == old["run_file"]
+    # and a version-1 file written by hand
+    flat = json.loads(cell("baseline", None, 1, 30.0).runs[0].model_dump_json())
+    v1_cell = {k: v for k, v in flat.items() if k not in (
+        "run_id", "complete", "num_steps", "request_acceptance_lengths", "vllm_counters", "num_padded_steps",
+        "num_padded_draft_tokens", "num_failed_requests", "invalid_reason", "repeat", "request_acceptance",
+        "traced", "async_scheduling")} | {"drafter": "baseline", "speculative_config": None}
+    doc = {"kind": "specviz.sweep", "schema_version": 1, "grid": GRID, "cells": [v1_cell], "notes": ""}
+    (tmp_path / "sweep.json").write_text(json.dumps(doc))
+    [c] = load_sweep(tmp_path / "sweep.json").cells
+    assert c.output_tokens_per_s == 30.0 and c.repeats == 1 and c.runs[0].run_file == "runs/x.json.gz"
+
+
+def test_run_sweep_interleaves_repeats_and_resumes_them(tmp_path, monkeypatch):
+    """A fake engine: the order of engine starts, and a resume after an interruption, with 2 repeats."""
+    import specviz.engine as engine_mod
+    import specviz.sweep as sweep_mod
+
+    starts: list[tuple[int | None, bool]] = []
+
+    class FakeServer:
+        def __init__(self, *, spec, trace, extra_args, **_):
+            self.spec, self.trace = spec, trace
+
+        def __enter__(self):
+            starts.append((self.spec.num_speculative_tokens if self.spec else None, self.trace))
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+        def start(self, progress=None):
+            return 1.0
+
+    def fake_record(server, prompts, *, prompt_set, concurrency, max_tokens, **_):
+        k = server.spec.num_speculative_tokens if server.spec else None
+        requests = [Request(request_id=f"r{i}", prompt=p, output_token_ids=[1, 2], output_text="ab",
+                            start_time_s=0.0, first_token_time_s=0.5, end_time_s=1.0, finish_reason="length")
+                    for i, p in enumerate(prompts)]
+        return make_run(requests, k=k, concurrency=concurrency, traced=server.trace, max_tokens=max_tokens)
+
+    monkeypatch.setattr(sweep_mod, "check_grid", lambda grid: None)
+    monkeypatch.setattr(engine_mod, "LocalServer", FakeServer)
+    monkeypatch.setattr(engine_mod, "record", fake_record)
+    monkeypatch.setattr(engine_mod, "load_tokenizer", lambda model: None)
+    grid = SweepGrid(**GRID | {"num_speculative_tokens": [1], "concurrencies": [1, 2], "repeats": 2})
+
+    class Interrupted(Exception):
+        pass
+
+    def stop_after_three(cell, sweep) -> None:
+        if sum(len(c.runs) for c in sweep.cells) == 3:
+            raise Interrupted
+
+    with pytest.raises(Interrupted):
+        sweep_mod.run_sweep(grid, tmp_path, on_cell=stop_after_three)
+    assert starts == [(None, True), (1, True)]  # round 0: baseline, then k=1 (interrupted after its c=1)
+    sweep = sweep_mod.run_sweep(grid, tmp_path)
+    # resumed: k=1 again for its c=2 of round 0, then round 1 in reverse: k=1, baseline
+    assert starts == [(None, True), (1, True), (1, True), (1, True), (None, True)]
+    assert sweep.complete and [sorted(r.repeat for r in c.runs) for c in sweep.cells] == [[0, 1]] * 4
+    assert (tmp_path / "runs" / "baseline-c1.json.gz").exists()  # round 0 keeps the one-run names
+    assert (tmp_path / "runs" / "baseline-c1-r1.json.gz").exists()
+    assert load_sweep(tmp_path / "sweep.json") == sweep
+
+    # more repeats later: the same folder takes a third round; another grid is still refused
+    sweep = sweep_mod.run_sweep(SweepGrid(**grid.model_dump() | {"repeats": 3}), tmp_path)
+    assert starts[5:] == [(None, True), (1, True)] and all(c.repeats == 3 for c in sweep.cells)
+    with pytest.raises(SweepError, match="another grid"):
+        sweep_mod.run_sweep(SweepGrid(**grid.model_dump() | {"repeats": 3, "traced": False}), tmp_path)

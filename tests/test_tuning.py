@@ -4,10 +4,27 @@ import pytest
 
 from specviz.metrics import StepFigures
 from specviz.sweep import BASELINE, Sweep, SweepCell, SweepGrid
-from specviz.tuning import (MIN_DRAFTED_STEPS, TuningRefusal, acceptance_rate_per_pos, drafter_refusal,
-                            expected_accepted, fit_leviathan_rate, leviathan_tokens_per_step, list_sweep_files,
-                            mean_acceptance_length, predict, predict_concurrency, python_config, serve_command,
-                            step_time_s, tokens_per_step, tokens_per_step_fixed_share)
+from specviz.tuning import (
+    MIN_DRAFTED_STEPS,
+    StepCostFit,
+    TuningRefusal,
+    acceptance_rate_per_pos,
+    drafted_share,
+    drafter_refusal,
+    expected_accepted,
+    fit_leviathan_rate,
+    fit_step_cost,
+    leviathan_tokens_per_step,
+    list_sweep_files,
+    mean_acceptance_length,
+    measured_pass,
+    predict,
+    predict_concurrency,
+    python_config,
+    serve_command,
+    tokens_per_step,
+    tokens_per_step_fixed_share,
+)
 
 NGRAM = {"method": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 4}
 
@@ -63,83 +80,146 @@ def test_tokens_per_target_pass_keeps_the_steps_without_drafts():
     assert tokens_per_step_fixed_share(s, 3) == pytest.approx(13 / 6)
 
 
-def test_step_cost_is_linear_in_k_between_the_baseline_and_the_recorded_run():
-    assert step_time_s(0.030, 0.045, 5, 1) == pytest.approx(0.033)
-    assert step_time_s(0.030, 0.045, 5, 3) == pytest.approx(0.039)
-    assert step_time_s(0.030, 0.045, 5, 0) == 0.030 and step_time_s(0.030, 0.045, 5, 5) == 0.045
-
-
 def test_leviathan_closed_form_and_its_fitted_rate():
     assert leviathan_tokens_per_step(0.5, 3) == 1.875  # 1 + 0.5 + 0.25 + 0.125
     assert fit_leviathan_rate(1.875, 3) == pytest.approx(0.5)
     assert fit_leviathan_rate(4.0, 3) == 1.0 and leviathan_tokens_per_step(1.0, 3) == 4.0
 
 
-def _worked_sweep(*extra: SweepCell) -> Sweep:
-    # baseline 30 tok/s at 30 ms per step; ngram K=3 at 52 tok/s, 36 ms per step, 40 drafted + 20 undrafted steps
-    return sweep_of(cell(None, 1, 30.0, steps([0], undrafted=300, step_time=0.030)),
-                    cell(3, 1, 52.0, steps(HIST10, undrafted=20, step_time=0.036)), *extra)
+# The docstring's step cost: base 20 ms, 10 ms per request, 5 ms per drafted token. Cells built so that
+# their time per pass (c * L / tokens/s) is exactly that: baselines (L = 1) and ngram at K=2 with every
+# request-step drafted (f = 1) and the histogram [16, 8, 16] (L(2) = 2.0, L(1) = 1.6).
+HIST_K2 = [16, 8, 16]
 
 
-def test_throughput_prediction_for_each_anchor():
-    N, L3 = 130, 130 / 60  # N = 20 + 40 * 2.75 tokens, over 60 request-steps
-    L1 = N / (20 + 110 / 1.75)
-    t1 = 0.030 + 0.006 / 3
-    expected_k1 = {
-        "recorded": 52.0 * L1 / L3 * 0.036 / t1,
-        "baseline": 30.0 * L1 * 0.030 / t1,
-        "both": 30.0 * L1 * 0.030 / t1 * (52.0 / (30.0 * L3 * 0.030 / 0.036)) ** (1 / 3),
-    }
-    for anchor, tput in expected_k1.items():
-        pred = predict(_worked_sweep(), "ngram lookup 2-4", anchor=anchor)
-        row = pred.at(1, 1)
-        assert row.output_tokens_per_s == pytest.approx(tput), anchor
-        assert row.speedup == pytest.approx(tput / 30.0)
-        assert row.mean_acceptance_length == 1.75 and row.tokens_per_step == pytest.approx(L1)
-        assert row.engine_step_time_s == pytest.approx(t1)
-        assert pred.at(1, 0).output_tokens_per_s == 30.0  # k=0 is the measured baseline under every anchor
-        assert [r.num_speculative_tokens for r in pred.rows] == [0, 1, 2, 3]
-    assert predict(_worked_sweep(), "ngram lookup 2-4", anchor="recorded").at(1, 3).output_tokens_per_s == 52.0
-    assert predict(_worked_sweep(), "ngram lookup 2-4", anchor="both").at(1, 3).output_tokens_per_s == pytest.approx(52)
+def _pass_s(c: int, drafted: float) -> float:
+    return 0.020 + 0.010 * c + 0.005 * drafted
 
 
-def test_measured_cells_at_other_k_are_compared_not_used():
-    sweep = _worked_sweep(cell(1, 1, 40.0, steps([5, 35], undrafted=20)))
+def _fit_sweep(*extra: SweepCell) -> Sweep:
+    return sweep_of(cell(None, 1, 1 / _pass_s(1, 0), steps([0], undrafted=100)),
+                    cell(None, 4, 4 / _pass_s(4, 0), steps([0], undrafted=100)),
+                    cell(2, 1, 2.0 / _pass_s(1, 2), steps(HIST_K2)),
+                    cell(2, 4, 4 * 2.0 / _pass_s(4, 8), steps(HIST_K2)), *extra)
+
+
+def test_drafted_share_and_the_measured_pass_time():
+    s = steps(HIST, undrafted=2)  # N = 13
+    assert drafted_share(s, 3) == pytest.approx(4 / 6)
+    assert drafted_share(s, 1) == pytest.approx((11 / 1.75) / (2 + 11 / 1.75))  # 0.759
+    assert drafted_share(s, 0) == 0.0
+    t, drafted = measured_pass(cell(3, 2, 60.0, s))  # 2 requests x 13/6 tokens per pass at 60 tokens/s
+    assert t == pytest.approx(2 * 13 / 6 / 60) and drafted == pytest.approx(2 * 4 / 6 * 3)
+    t, drafted = measured_pass(cell(None, 4, 120.0, steps([0], undrafted=100)))
+    assert t == pytest.approx(4 / 120) and drafted == 0
+    assert measured_pass(cell(3, 1, 50.0, steps([]))) is None  # no acceptance figures
+
+
+def test_step_cost_fit_recovers_the_worked_costs():
+    fit = fit_step_cost(_fit_sweep().cells)
+    assert isinstance(fit, StepCostFit)
+    assert fit.base_s == pytest.approx(0.020) and fit.per_request_s == pytest.approx(0.010)
+    assert fit.per_drafted_token_s == {"ngram lookup 2-4": pytest.approx(0.005)}
+    assert fit.r2 == pytest.approx(1.0) and fit.median_relative_error == pytest.approx(0, abs=1e-9)
+    assert fit.num_cells == 4 and fit.held_at_zero == []
+    assert fit.pass_time_s("ngram lookup 2-4", 4, 1, 1.0) == pytest.approx(0.080)  # 20 + 40 + 5 x 4 ms
+
+
+def test_step_cost_fit_on_noisy_cells_reports_how_well_it_fits():
+    # the k=2 cell at c=4 ran 10% slow: its pass took 110 ms instead of 100
+    sweep = sweep_of(*_fit_sweep().cells[:3], cell(2, 4, 4 * 2.0 / 0.110, steps(HIST_K2)),
+                     cell(None, 2, 2 / _pass_s(2, 0), steps([0], undrafted=100)))
+    fit = fit_step_cost(sweep.cells)
+    assert 0.9 < fit.r2 < 1 and 0 < fit.median_relative_error < 0.1 and fit.num_cells == 5
+
+
+def test_a_negative_drafting_cost_is_held_at_zero():
+    # drafted passes faster than the same batch without drafts: noise, not a negative cost
+    sweep = sweep_of(*_fit_sweep().cells[:2], cell(2, 1, 2.0 / 0.025, steps(HIST_K2)),
+                     cell(2, 4, 4 * 2.0 / 0.050, steps(HIST_K2)))
+    fit = fit_step_cost(sweep.cells)
+    assert fit.held_at_zero == ["ngram lookup 2-4"] and fit.per_drafted_token_s == {"ngram lookup 2-4": 0.0}
+    assert fit.per_request_s >= 0
+
+
+def test_too_few_cells_to_fit_the_step_cost_is_refused():
+    sweep = sweep_of(*_fit_sweep().cells[:3])  # 3 cells for 3 costs
+    reason = fit_step_cost(sweep.cells)
+    assert isinstance(reason, str) and "too few cells" in reason
     pred = predict(sweep, "ngram lookup 2-4")
-    assert pred.recorded_k == {1: 3}  # the largest k by default
-    by_k = {m.num_speculative_tokens: m for m in pred.measured}
-    assert [by_k[k].used_for_prediction for k in (0, 1, 3)] == [True, False, True]
-    p1 = pred.at(1, 1).output_tokens_per_s
-    assert by_k[1].predicted_output_tokens_per_s == p1
-    assert by_k[1].relative_error == pytest.approx((p1 - 40.0) / 40.0)
-    # predicting from the k=1 run instead refuses k=3, and the k=3 cell becomes the one compared
-    from_k1 = predict(sweep, "ngram lookup 2-4", recorded_k=1)
-    assert isinstance(from_k1.at(1, 3), TuningRefusal)
+    assert pred.rows == [] and pred.step_cost is None and "too few cells" in pred.refusals[0].reason
+
+
+def test_throughput_is_c_times_tokens_per_pass_over_the_fitted_pass_time():
+    # a measured k=1 cell that fits the costs exactly (L = 1.25 at 35 ms) but accepted less than the cut says
+    pred = predict(_fit_sweep(cell(1, 1, 1.25 / _pass_s(1, 1), steps([30, 10]))), "ngram lookup 2-4")
+    # the module docstring's worked example: c=4, k=1 -> 4 x 1.6 / 0.080 = 80 tokens/s, baseline 4 / 0.060
+    row = pred.at(4, 1)
+    assert row.tokens_per_step == pytest.approx(1.6) and row.pass_time_s == pytest.approx(0.080)
+    assert row.output_tokens_per_s == pytest.approx(80.0) and row.speedup == pytest.approx(80 / (4 / 0.060))
+    assert row.mean_acceptance_length == pytest.approx(1.6)
+    assert pred.at(4, 0).output_tokens_per_s == pytest.approx(4 / 0.060)  # the baseline, from the same model
+    assert pred.at(1, 1).output_tokens_per_s == pytest.approx(1.6 / 0.035)
+    # at c=4, k=1 and k=2 both make 80 tokens/s: the smaller k wins; at c=1, k=2 (50 tokens/s) does
+    assert [(r.concurrency, r.num_speculative_tokens) for r in pred.recommend()] == [(1, 2), (4, 1)]
+    # measured cells are compared, the k=2 cells are where the acceptance was cut
+    by_key = {(m.concurrency, m.num_speculative_tokens): m for m in pred.measured}
+    assert [by_key[(1, k)].used_for_prediction for k in (0, 1, 2)] == [False, False, True]
+    assert by_key[(1, 1)].relative_error == pytest.approx(1.6 / 1.25 - 1)
+    assert pred.recorded_k == {1: 2, 4: 2}
+    assert isinstance(predict(_fit_sweep(), "ngram lookup 2-4", recorded_k=1).at(1, 1), TuningRefusal)
+
+
+def test_an_untraced_cell_is_cut_from_vllms_per_position_counters():
+    from specviz.metrics import Summary, counted_step_figures
+
+    # the docstring: 10 drafts at k=3, accepted per position [6, 4, 1], 40 output tokens
+    summary = Summary.model_validate(dict(
+        run_id="u", complete=True, method="ngram", num_speculative_tokens=3, concurrency=1, prompt_set="unit",
+        max_tokens=40, num_requests=1, num_output_tokens=40, num_steps=0, vllm_version="0.32.0", platform="cpu",
+        device_name="test cpu", mean_acceptance_length=2.1, draft_acceptance_rate=11 / 30, num_drafts=10,
+        num_draft_tokens=30, num_accepted_tokens=11, num_accepted_tokens_per_pos=[6, 4, 1],
+        acceptance_rate_per_pos=[0.6, 0.4, 0.1], request_acceptance_lengths=[], output_tokens_per_s=20.0,
+        request_output_tokens_per_s_p50=None, time_to_first_token_s_p50=None, time_to_first_token_s_p90=None,
+        time_per_output_token_s_p50=None, time_per_output_token_s_p90=None, counters_match=None))
+    figures = counted_step_figures(summary)
+    assert figures.accepted_histogram == [4, 2, 3, 1] and figures.num_steps_without_drafts == 19
+    assert figures.num_engine_steps == 0 and figures.engine_step_time_s is None
+    # cut at k=1: 6 of 10 drafted steps accepted the first draft
+    assert mean_acceptance_length(figures.accepted_histogram, 1) == pytest.approx(1.6)
+    untraced = cell(2, 1, 2.0 / _pass_s(1, 2), steps(HIST_K2, engine_steps=0, step_time=None))
+    pred = predict(sweep_of(*_fit_sweep().cells[:2], untraced, _fit_sweep().cells[3]), "ngram lookup 2-4")
+    assert not pred.refusals and pred.at(1, 1).output_tokens_per_s == pytest.approx(1.6 / 0.035)
+
+
+def _costed_sweep(histogram: list[int], per_drafted_s: float) -> Sweep:
+    """Baselines at c=1, 4 and the drafter at K = len(histogram) - 1 (every step drafted), timed exactly by
+    base 20 ms + 10 ms per request + per_drafted_s per drafted token."""
+    K = len(histogram) - 1
+    L = tokens_per_step(steps(histogram), K)
+    return sweep_of(*(cell(None, c, c / (0.020 + 0.010 * c), steps([0], undrafted=100)) for c in (1, 4)),
+                    *(cell(K, c, c * L / (0.020 + 0.010 * c + per_drafted_s * c * K), steps(histogram))
+                      for c in (1, 4)))
 
 
 def test_recommends_the_k_with_the_highest_predicted_throughput():
-    # L(k) barely grows past k=1 (few steps accept 2 or 3) while each k costs 1.67 ms more per step
-    s = steps([10, 30, 1, 1], undrafted=10, step_time=0.015)
-    L3 = tokens_per_step(s, 3)
-    sweep = sweep_of(cell(None, 1, 100.0, steps([0], undrafted=400, step_time=0.010)),
-                     cell(3, 1, 100.0 * L3 * 0.010 / 0.015, s))
-    pred = predict(sweep, "ngram lookup 2-4")
+    # L(k) barely grows past k=1 (few steps accept 2 or 3) while each drafted token costs 5 ms
+    hist = [10, 30, 1, 1]
+    pred = predict(_costed_sweep(hist, 0.005), "ngram lookup 2-4")
     tputs = [pred.at(1, k).output_tokens_per_s for k in range(4)]
-    assert tputs[1] == pytest.approx(100.0 * tokens_per_step(s, 1) * 0.010 / (0.010 + 0.005 / 3))  # 138.9
-    [rec] = pred.recommend()
-    assert rec.num_speculative_tokens == 1 == tputs.index(max(tputs))
+    assert tputs == pytest.approx([1 / 0.030, (1 + 32 / 42) / 0.035, (1 + 34 / 42) / 0.040, (1 + 35 / 42) / 0.045])
+    rec = pred.recommend()[0]
+    assert rec.concurrency == 1 and rec.num_speculative_tokens == 1 == tputs.index(max(tputs))
     assert rec.speculative_config == {"method": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 4,
                                       "num_speculative_tokens": 1}
 
 
 def test_recommends_the_baseline_when_drafting_does_not_pay():
-    # drafts are mostly rejected and a drafted step costs 3x a plain one
-    sweep = sweep_of(cell(None, 1, 100.0, steps([0], undrafted=400, step_time=0.010)),
-                     cell(2, 1, 45.0, steps([30, 5, 1], undrafted=10, step_time=0.030)))
-    pred = predict(sweep, "ngram lookup 2-4")
-    [rec] = pred.recommend()
-    assert rec.num_speculative_tokens == 0 and rec.speculative_config is None and rec.speedup == 1.0
-    assert all(r.output_tokens_per_s < 100.0 for r in pred.rows if r.num_speculative_tokens)
+    # drafts are mostly rejected and each drafted token costs 30 ms
+    pred = predict(_costed_sweep([30, 5, 1], 0.030), "ngram lookup 2-4")
+    for rec in pred.recommend():
+        assert rec.num_speculative_tokens == 0 and rec.speculative_config is None and rec.speedup == 1.0
+    assert all(r.speedup < 1 for r in pred.rows if r.num_speculative_tokens)
     assert "--speculative-config" not in pred.serve_command(0)
     assert "speculative_config" not in pred.python_config(0).split("#")[0]
 
@@ -158,9 +238,9 @@ def test_exported_command_and_python_config_carry_the_chosen_k():
 
 
 def test_refuses_k_above_the_recorded_k():
-    r = predict(_worked_sweep(), "ngram lookup 2-4").at(1, 4)
-    assert isinstance(r, TuningRefusal) and r.num_speculative_tokens == 4
-    assert "above the recorded num_speculative_tokens=3" in str(r)
+    r = predict(_fit_sweep(), "ngram lookup 2-4").at(1, 3)
+    assert isinstance(r, TuningRefusal) and r.num_speculative_tokens == 3
+    assert "above the recorded num_speculative_tokens=2" in str(r)
 
 
 @pytest.mark.parametrize("method,config,words", [
@@ -186,28 +266,24 @@ def test_autoregressive_and_lookup_drafters_are_cut(method):
     assert drafter_refusal(method, {"model": "/m/x"}) is None
 
 
-def test_refuses_a_concurrency_without_baseline_but_predicts_the_others():
-    sweep = _worked_sweep(cell(3, 4, 120.0, steps(HIST10, undrafted=20)))
+def test_a_concurrency_without_its_own_baseline_is_predicted_from_the_fit_but_none_at_all_is_refused():
+    sweep = _fit_sweep(cell(2, 2, 2 * 2.0 / _pass_s(2, 4), steps(HIST_K2)))  # no baseline at c=2
     pred = predict(sweep, "ngram lookup 2-4")
-    assert pred.concurrencies == [1, 4]
-    r = pred.at(4, 2)
-    assert isinstance(r, TuningRefusal) and "no baseline" in r.reason
-    assert not isinstance(pred.at(1, 2), TuningRefusal)
-    assert [rec.concurrency for rec in pred.recommend()] == [1]
+    assert pred.concurrencies == [1, 2, 4] and not pred.refusals
+    assert pred.at(2, 0).output_tokens_per_s == pytest.approx(2 / _pass_s(2, 0))
+    no_baseline = sweep_of(*[c for c in sweep.cells if c.drafter != BASELINE])
+    pred = predict(no_baseline, "ngram lookup 2-4")
+    assert pred.rows == [] and "no baseline cells" in pred.refusals[0].reason
 
 
-def test_refuses_untraced_runs_and_too_few_drafted_steps():
-    base = cell(None, 1, 30.0, steps([0], undrafted=300))
-    untraced = cell(3, 1, 52.0, steps([0, 0, 0, 0], engine_steps=0, step_time=None))
-    r = predict_concurrency(base, untraced)
-    assert isinstance(r, TuningRefusal) and "no traced steps" in r.reason
-    r = predict_concurrency(cell(None, 1, 30.0, steps([0], engine_steps=0, step_time=None)),
-                            cell(3, 1, 52.0, steps(HIST10, undrafted=20)))
-    assert isinstance(r, TuningRefusal) and "baseline run has no traced steps" in r.reason
+def test_refuses_cells_without_acceptance_figures_and_too_few_drafted_steps():
+    fit = fit_step_cost(_fit_sweep().cells)
+    blind = cell(3, 1, 52.0, steps([], engine_steps=0, step_time=None))  # untraced, no counters either
+    r = predict_concurrency(blind, fit)
+    assert isinstance(r, TuningRefusal) and "no acceptance figures" in r.reason
     few = cell(3, 1, 52.0, steps([1, 1, 0, MIN_DRAFTED_STEPS - 3], undrafted=20))
-    r = predict_concurrency(base, few)
+    r = predict_concurrency(few, fit)
     assert isinstance(r, TuningRefusal) and f"only {MIN_DRAFTED_STEPS - 1} drafted steps" in r.reason
-    assert isinstance(predict_concurrency(None, cell(3, 1, 52.0, steps(HIST10))), TuningRefusal)
 
 
 def test_list_sweep_files_finds_one_sweep_per_folder(tmp_path):
