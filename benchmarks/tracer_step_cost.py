@@ -22,7 +22,7 @@ import tempfile
 import time
 from types import SimpleNamespace
 
-from specviz.tracer import TracingScheduler
+from specviz.serving.tracer import TracingScheduler
 
 BATCH_SIZES = (1, 8, 32, 64, 128, 256)
 KS = (1, 2, 4, 8)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .config import ConfigError, SpecConfig
 from .prompts import PromptSetError, load_prompts
-from .trace import RunFileError, load_run, run_json_schema, save_run
+from .runfile import RunFileError, load_run, run_json_schema, save_run
 
 
 def _fail(message: str, code: int = 2) -> int:
@@ -50,10 +50,12 @@ def cmd_record(args: argparse.Namespace) -> int:
 
     from tqdm import tqdm
 
-    from .engine import EngineError, LocalServer, record
+    from .serving.local import LocalServer
+    from .serving.recording import record
+    from .serving.server import EngineError
 
     if args.attach:
-        from .attach import AttachError, attach_many
+        from .serving.attached import AttachError, attach_many
 
         try:
             trace_files = args.trace_file.split(",") if args.trace_file else None
@@ -149,7 +151,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     from tqdm import tqdm
 
-    from .engine import EngineError
+    from .serving.server import EngineError
 
     total = len(grid.engine_configs()) * len(grid.concurrencies) * grid.repeats
     bar = tqdm(total=total, unit="run", desc="sweep", file=sys.stderr)

@@ -28,7 +28,7 @@ from pydantic import Field, ValidationError, computed_field
 from . import vllm_methods
 from .base import Frozen, SpecvizError
 from .files import Wording, read_versioned_json
-from .trace import SAMPLE_RUNS_DIR, first_error
+from .runfile import SAMPLE_RUNS_DIR, first_error
 
 Family = Literal[
     "model-free lookup",

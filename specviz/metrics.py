@@ -14,7 +14,7 @@ import numpy as np
 from pydantic import computed_field, model_validator
 
 from .base import Frozen
-from .trace import Request, Run, SpecDecodeCounters, Step
+from .runfile import Request, Run, SpecDecodeCounters, Step
 
 
 class Acceptance(Frozen):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .trace import Run
+from .runfile import Run
 
 
 def detect_platform(vllm_platform: str | None, *, torch_hip: str | None, torch_cuda: str | None) -> str:

@@ -44,7 +44,7 @@ from .metrics import (
     summarize,
 )
 from .prompts import load_prompts
-from .trace import Run, first_error, save_run
+from .runfile import Run, first_error, save_run
 
 SWEEP_FILE_KIND = "specviz.sweep"
 SWEEP_SCHEMA_VERSION = 2  # 2: a cell holds one run per repeat; 1 (one run, flat) still reads
@@ -439,7 +439,8 @@ def run_sweep(
     Raises SweepError if out_dir holds a sweep of another grid, or when a server dies (the
     finished cells stay saved, and the dead cell's partial run is kept as `*.incomplete.json.gz`).
     """
-    from .engine import LocalServer, load_tokenizer, record, warmup_prompts
+    from .serving.local import LocalServer
+    from .serving.recording import load_tokenizer, record, warmup_prompts
 
     check_grid(grid)
     out_dir = Path(out_dir)

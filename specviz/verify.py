@@ -40,8 +40,8 @@ import httpx
 from pydantic import Field, model_validator
 
 from .base import Frozen, SpecvizError
-from .engine import token_decoder
-from .trace import Step
+from .serving.recording import token_decoder
+from .runfile import Step
 
 DEFAULT_TOP_K = 5
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from html import escape
 
 from . import render
-from .trace import Request, Step
+from .runfile import Request, Step
 
 WEATHER_PROMPT = "The weather today is"
 PHASES = ("drafts proposed", "target verifies", "accepted prefix", "correction", "discarded tail, commit")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specviz.trace import Request, Run, RunMeta, Step
+from specviz.runfile import Request, Run, RunMeta, Step
 
 
 def make_step(i: int, drafts: list[int], sampled: list[int], committed: list[int] | None = None) -> Step:

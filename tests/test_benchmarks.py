@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from conftest import make_run
 
-from specviz.trace import save_run
+from specviz.runfile import save_run
 
 BENCHMARK = Path(__file__).resolve().parent.parent / "benchmarks" / "drafter_acceptance.py"
 

@@ -169,10 +169,19 @@ def test_the_python_module_form_and_no_tracer(serve_parser):
     assert base.speculative_config is None and base.scheduler_cls == config.TRACER_SCHEDULER_CLS
 
 
-def test_the_tracer_class_is_the_one_the_engine_starts():
-    from specviz.engine import TRACER_CLS
+def test_the_tracer_class_path_names_the_tracer_and_the_local_server_uses_the_same_builder():
+    import importlib
 
-    assert config.TRACER_SCHEDULER_CLS == TRACER_CLS
+    from specviz.serving.local import LocalServer
+    from specviz.serving.tracer import TracingScheduler
+
+    module, _, name = config.TRACER_SCHEDULER_CLS.rpartition(".")
+    assert getattr(importlib.import_module(module), name) is TracingScheduler
+    spec = SpecConfig.from_dict(EXPORTED[0])
+    server = LocalServer(model="/models/tiny", spec=spec, port=8123)
+    built = serve_command("/models/tiny", spec, trace=True, port=8123, python_module=True)
+    argv = server.command()
+    assert argv[1:len(built)] == built[1:] and "--dtype" in argv[len(built):]
 
 
 # ---- trial results ----

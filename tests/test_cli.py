@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import specviz.__main__ as cli
-from specviz.trace import list_run_files
+from specviz.runfile import list_run_files
 
 ROOT = Path(__file__).resolve().parent.parent
 

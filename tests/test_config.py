@@ -98,7 +98,7 @@ def test_serve_command_text_example():
         "vllm serve Qwen/Qwen3-8B \\\n"
         "    --speculative-config "
         "'{\"method\": \"ngram\", \"num_speculative_tokens\": 3, \"prompt_lookup_max\": 4}' \\\n"
-        "    --scheduler-cls specviz.tracer.TracingScheduler \\\n"
+        "    --scheduler-cls specviz.serving.tracer.TracingScheduler \\\n"
         "    --no-async-scheduling")
 
 

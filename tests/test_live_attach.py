@@ -13,11 +13,12 @@ import sys
 
 import pytest
 
-from specviz.attach import AttachError, attach, attach_many
+from specviz.serving.attached import AttachError, attach, attach_many
 from specviz.config import SpecConfig
-from specviz.engine import LocalServer, record
+from specviz.serving.local import LocalServer
+from specviz.serving.recording import record
 from specviz.metrics import summarize
-from specviz.trace import load_run
+from specviz.runfile import load_run
 
 pytestmark = pytest.mark.live
 
@@ -63,7 +64,7 @@ def test_attached_without_the_tracer_shows_the_stream_and_vllm_figures(running_s
     assert server.num_speculative_tokens == 3  # from the length of vLLM's per-position counters
     views = {v.name: v for v in server.views()}
     assert not views["drafts, accepted prefix, correction and discarded tail (specviz tracer)"].available
-    assert "--scheduler-cls specviz.tracer.TracingScheduler" in \
+    assert "--scheduler-cls specviz.serving.tracer.TracingScheduler" in \
         views["drafts, accepted prefix, correction and discarded tail (specviz tracer)"].why
 
     out = tmp_path / "attached.json.gz"

@@ -11,7 +11,8 @@ import json
 import pytest
 
 from specviz.config import SpecConfig
-from specviz.engine import LocalServer, record
+from specviz.serving.local import LocalServer
+from specviz.serving.recording import record
 from specviz.metrics import run_acceptance, summarize
 from specviz.prompts import load_prompts
 

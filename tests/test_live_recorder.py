@@ -16,9 +16,10 @@ import sys
 import pytest
 
 from specviz.config import SpecConfig
-from specviz.engine import LocalServer, load_tokenizer, record
+from specviz.serving.local import LocalServer
+from specviz.serving.recording import load_tokenizer, record
 from specviz.metrics import count_as_vllm, summarize
-from specviz.trace import load_run, save_run
+from specviz.runfile import load_run, save_run
 
 pytestmark = pytest.mark.live
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from specviz.sweep import TABLE_COLUMNS, SweepGrid, load_sweep, run_sweep, sweep_table
-from specviz.trace import load_run
+from specviz.runfile import load_run
 
 pytestmark = pytest.mark.live
 

@@ -18,11 +18,13 @@ import time
 import pytest
 
 from specviz.config import SpecConfig
-from specviz.engine import EngineError, LocalServer, live_group_members, load_tokenizer, record
-from specviz.live import LiveGeneration
+from specviz.serving.server import EngineError
+from specviz.serving.local import LocalServer, live_group_members
+from specviz.serving.recording import load_tokenizer, record
+from specviz.serving.live import LiveGeneration
 from specviz.metrics import run_acceptance, summarize
 from specviz.prompts import load_prompts
-from specviz.trace import load_run, save_run
+from specviz.runfile import load_run, save_run
 
 pytestmark = pytest.mark.live
 

@@ -2,10 +2,10 @@
 
 import pytest
 
-from specviz.engine import local_device
+from specviz.serving.server import local_device
 from specviz.platforms import (DFLASH_ROCM_ATTN, EAGLE3_ROCM_LAYER0, attention_backends_from_log, detect_platform,
                                pitfall_hints)
-from specviz.trace import Request
+from specviz.runfile import Request
 
 from conftest import make_run, make_step
 

@@ -1,6 +1,6 @@
 from conftest import make_step
 from specviz.render import output_html, output_roles, step_html, step_roles, visible
-from specviz.trace import Step
+from specviz.runfile import Step
 
 
 def _texts(step: Step, drafts: list[str], sampled: list[str]) -> Step:

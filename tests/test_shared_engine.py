@@ -1,8 +1,8 @@
 import pytest
 
-from specviz import shared_engine
+from specviz.serving import shared as shared_engine
 from specviz.config import SpecConfig
-from specviz.shared_engine import EngineBusy, EngineConfig, SharedEngine
+from specviz.serving.shared import EngineBusy, EngineConfig, SharedEngine
 
 
 class FakeServer:

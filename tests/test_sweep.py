@@ -23,7 +23,7 @@ from specviz.sweep import (
     sweep_plan,
     sweep_table,
 )
-from specviz.trace import Request, RequestSpecDecodeMetrics, SpecDecodeCounters
+from specviz.runfile import Request, RequestSpecDecodeMetrics, SpecDecodeCounters
 
 GRID = dict(target_model="m", drafters=[{"method": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 4}],
             num_speculative_tokens=[1, 3], concurrencies=[1, 4], prompts="builtin:code", num_requests=8,
@@ -253,7 +253,8 @@ def test_version_1_sweep_files_load_as_one_run_per_cell(tmp_path):
 
 def test_run_sweep_interleaves_repeats_and_resumes_them(tmp_path, monkeypatch):
     """A fake engine: the order of engine starts, and a resume after an interruption, with 2 repeats."""
-    import specviz.engine as engine_mod
+    import specviz.serving.local as local_mod
+    import specviz.serving.recording as recording_mod
     import specviz.sweep as sweep_mod
 
     starts: list[tuple[int | None, bool]] = []
@@ -280,9 +281,9 @@ def test_run_sweep_interleaves_repeats_and_resumes_them(tmp_path, monkeypatch):
         return make_run(requests, k=k, concurrency=concurrency, traced=server.trace, max_tokens=max_tokens)
 
     monkeypatch.setattr(sweep_mod, "check_grid", lambda grid: None)
-    monkeypatch.setattr(engine_mod, "LocalServer", FakeServer)
-    monkeypatch.setattr(engine_mod, "record", fake_record)
-    monkeypatch.setattr(engine_mod, "load_tokenizer", lambda model: None)
+    monkeypatch.setattr(local_mod, "LocalServer", FakeServer)
+    monkeypatch.setattr(recording_mod, "record", fake_record)
+    monkeypatch.setattr(recording_mod, "load_tokenizer", lambda model: None)
     grid = SweepGrid(**GRID | {"num_speculative_tokens": [1], "concurrencies": [1, 2], "repeats": 2})
 
     class Interrupted(Exception):

@@ -5,7 +5,7 @@ import pytest
 from pydantic import ValidationError
 
 from conftest import make_run, make_step
-from specviz.trace import Request, RunFileError, Step, list_run_files, load_run, run_json_schema, save_run
+from specviz.runfile import Request, RunFileError, Step, list_run_files, load_run, run_json_schema, save_run
 
 
 def test_step_roles_of_the_worked_example(weather_run):

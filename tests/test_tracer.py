@@ -3,7 +3,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from specviz.tracer import TracerError, TracingScheduler, check_can_trace, split_drafts, trace_max_bytes
+from specviz.serving.tracer import TracerError, TracingScheduler, check_can_trace, split_drafts, trace_max_bytes
 
 
 def _config(async_scheduling: bool, spec: object | None, v2: bool = False):

@@ -259,7 +259,7 @@ def generate(target: Path, prompts: list[str], out: Path, *, max_tokens: int = 1
     from transformers import AutoTokenizer
     from vllm import LLM, SamplingParams
 
-    from ..engine import apply_chat_template
+    from ..serving.recording import apply_chat_template
 
     tokenizer = AutoTokenizer.from_pretrained(str(target))
     llm = LLM(model=str(target), dtype="bfloat16", seed=seed, max_num_seqs=batch, max_model_len=1024,

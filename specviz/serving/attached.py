@@ -23,10 +23,11 @@ from urllib.parse import urlparse
 
 import httpx
 
-from .base import SpecvizError
-from .config import SpecConfig
-from .engine import Provenance, local_device, parse_spec_counters
-from .trace import Run, SpecDecodeCounters
+from ..base import SpecvizError
+from ..config import SpecConfig
+from ..runfile import Run, SpecDecodeCounters
+from .counters import parse_spec_counters
+from .server import Provenance, local_device
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
 
@@ -119,7 +120,7 @@ class AttachedServer:
             drafts_why = ("the tracer's records stay on the server's machine: run `python -m specviz record "
                           "--attach ... --trace-file ...` there and open the run file here")
         else:
-            drafts_why = ("start vLLM with --scheduler-cls specviz.tracer.TracingScheduler --no-async-scheduling "
+            drafts_why = ("start vLLM with --scheduler-cls specviz.serving.tracer.TracingScheduler --no-async-scheduling "
                           "and SPECVIZ_TRACE_FILE=<file>, then attach with that trace file")
         return [
             View("tokens committed per step (from the stream)", True,
@@ -202,7 +203,7 @@ class ServerTokenizer:
 def tokenizer_for(server: AttachedServer):
     """The served checkpoint's own tokenizer when it is on this machine, else the server's endpoints."""
     if Path(server.model_root).is_dir():
-        from .engine import load_tokenizer
+        from .recording import load_tokenizer
 
         return load_tokenizer(server.model_root)
     return ServerTokenizer(server)

@@ -4,7 +4,7 @@ Load it with vLLM's own option, in the server or offline:
 
     python -m vllm.entrypoints.openai.api_server --model M \\
         --speculative-config '{"method": "ngram", "num_speculative_tokens": 3}' \\
-        --scheduler-cls specviz.tracer.TracingScheduler --no-async-scheduling
+        --scheduler-cls specviz.serving.tracer.TracingScheduler --no-async-scheduling
 
 It runs inside the EngineCore process (a child of the server), so records leave through an
 append-only JSON-lines file named by the environment variable SPECVIZ_TRACE_FILE: one line per
@@ -31,7 +31,7 @@ that vLLM puts in place of grammar-invalid drafts are not counted by vLLM, and n
 Under async scheduling or vLLM's V2 model runner the scheduler only sees placeholder drafts; the
 tracer refuses to start there rather than record nothing. Writing is bounded: past
 SPECVIZ_TRACE_MAX_MB megabytes the file is rotated to "<file>.1" (one old file kept), which
-`specviz.engine.TraceReader` follows.
+`serving.trace_reader.TraceReader` follows.
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ import time
 from vllm.logger import init_logger
 from vllm.v1.core.sched.scheduler import Scheduler
 
-from .base import SpecvizError
-from .trace import TRACE_FILE_ENV, TRACE_MAX_MB_ENV
+from ..base import SpecvizError
+from .trace_reader import TRACE_FILE_ENV, TRACE_MAX_MB_ENV
 
 logger = init_logger(__name__)
 

@@ -13,16 +13,14 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from typing import TYPE_CHECKING
 
 import httpx
 
-from .engine import (LocalServer, StreamResult, TraceReader, token_decoder, apply_chat_template, build_run,
-                     steps_by_request, stream_completion)
-from .trace import Run, Step
-
-if TYPE_CHECKING:
-    from .attach import AttachedServer
+from ..runfile import Run, Step
+from .recording import apply_chat_template, build_run, token_decoder
+from .server import Server
+from .stream import StreamResult, stream_completion
+from .trace_reader import TraceReader, steps_by_request
 
 
 class _Stopped(Exception):
@@ -30,7 +28,7 @@ class _Stopped(Exception):
 
 
 class LiveGeneration:
-    def __init__(self, server: LocalServer | AttachedServer, prompt: str, *, max_tokens: int, tokenizer, temperature: float = 0.0,
+    def __init__(self, server: Server, prompt: str, *, max_tokens: int, tokenizer, temperature: float = 0.0,
                  seed: int = 0, chat: bool = True) -> None:
         self.server = server
         self.text = apply_chat_template(tokenizer, prompt) if chat else prompt

@@ -32,8 +32,6 @@ from .files import read_versioned_json
 SCHEMA_VERSION = 2  # 2 added padded draft slots, failed requests and invalid runs; 1 still reads
 READABLE_SCHEMA_VERSIONS = (1, 2)
 RUN_FILE_KIND = "specviz.run"
-TRACE_FILE_ENV = "SPECVIZ_TRACE_FILE"  # where specviz.tracer appends its step records (JSON lines)
-TRACE_MAX_MB_ENV = "SPECVIZ_TRACE_MAX_MB"  # past this size the tracer rotates its file to "<file>.1"
 
 
 LENIENT = {"lenient": True}  # validation context of an invalid run: types are checked, invariants are not

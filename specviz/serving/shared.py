@@ -14,9 +14,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from .base import Frozen, SpecvizError
-from .config import SpecConfig
-from .engine import LocalServer
+from ..base import Frozen, SpecvizError
+from ..config import SpecConfig
+from .local import LocalServer
 
 IDLE_AFTER_S = 600  # a session that has not used the engine for this long no longer holds it
 

@@ -1,0 +1,98 @@
+"""Record the showcase runs in sample_runs/showcase/: for each method that runs on CPU with the demo
+model, a baseline and a speculative run of the same prompts at concurrency 1, long enough to watch.
+
+    .venv/bin/python scripts/record_showcase.py            # run from the repository root
+
+- ngram (k=3, lookup 2-4) on editing prompts: the answer copies most of the given code, so the
+  drafter (which copies from the prompt) is right for long stretches;
+- the shipped draft model and EAGLE-3 head (drafters/, k=3) on held-out everyday questions, the
+  kind of text they were trained for.
+
+The baseline of each prompt set is recorded with the same server settings and no speculation;
+the Playground races each speculative run against it. Prints one line per run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from specviz.config import SpecConfig
+from specviz.demo_model import ensure_demo_model
+from specviz.serving.local import LocalServer
+from specviz.serving.recording import record
+from specviz.metrics import summarize
+from specviz.runfile import SAMPLE_RUNS_DIR, save_run
+from specviz.train import drafter_spec
+
+REPO = Path(__file__).resolve().parent.parent
+OUT = SAMPLE_RUNS_DIR / "showcase"
+MAX_TOKENS = 320
+
+_MODULE = '''def parse_price(text):
+    text = text.strip().replace("$", "")
+    return float(text)
+
+
+def total_price(items, tax_rate):
+    total = 0
+    for item in items:
+        total = total + parse_price(item["price"]) * item["quantity"]
+    return total + total * tax_rate
+
+
+def cheapest(items):
+    best = None
+    for item in items:
+        if best is None or parse_price(item["price"]) < parse_price(best["price"]):
+            best = item
+    return best
+
+
+def describe(items, tax_rate):
+    lines = []
+    for item in items:
+        lines.append(item["name"] + ": " + item["price"] + " x " + str(item["quantity"]))
+    lines.append("total: " + str(total_price(items, tax_rate)))
+    return "\\n".join(lines)
+'''
+
+PROMPT_SETS = {
+    "edit": [
+        "Add type hints to every function in this code and return the whole code.\n\n" + _MODULE,
+        "Rename the variable `items` to `cart` everywhere in this code and return the whole code.\n\n" + _MODULE,
+    ],
+    "chat": [
+        "Write a short story about a lost umbrella.",
+        "How do I take care of a houseplant?",
+    ],
+}
+RUNS = [  # (file stem, prompt set, speculative config or None for the baseline)
+    ("baseline-edit-c1", "edit", None),
+    ("ngram-k3-edit-c1", "edit", {"method": "ngram", "num_speculative_tokens": 3,
+                                  "prompt_lookup_min": 2, "prompt_lookup_max": 4}),
+    ("baseline-chat-c1", "chat", None),
+    ("draft-k3-chat-c1", "chat", drafter_spec("draft_model", relative_to=REPO) | {"num_speculative_tokens": 3}),
+    ("eagle3-k3-chat-c1", "chat", drafter_spec("eagle3", relative_to=REPO) | {"num_speculative_tokens": 3}),
+]
+
+
+def main() -> None:
+    model = str(ensure_demo_model().relative_to(REPO))
+    OUT.mkdir(parents=True, exist_ok=True)
+    for stem, prompt_set, spec in RUNS:
+        with LocalServer(model=model, spec=SpecConfig.from_dict(spec) if spec else None, dtype="bfloat16") as server:
+            took = server.start()
+            run = record(server, PROMPT_SETS[prompt_set], prompt_set=f"showcase-{prompt_set}", concurrency=1,
+                         max_tokens=MAX_TOKENS)
+        path = save_run(run, OUT / f"{stem}.json.gz")
+        s = summarize(run)
+        print(json.dumps({"file": path.name, "ready_after_s": round(took, 1), "complete": s.complete,
+                          "output_tokens": [len(r.output_token_ids) for r in run.requests],
+                          "output_tokens_per_s": round(s.output_tokens_per_s or 0, 1),
+                          "mean_acceptance_length": s.mean_acceptance_length,
+                          "counters_match": s.counters_match}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,225 @@
+"""A vLLM server specviz starts, traced by serving.tracer, in its own process group.
+
+    with LocalServer(model="/models/SmolLM2", spec=SpecConfig.parse('{"method":"ngram",...}')) as server:
+        server.start(progress=print)              # waits for /health, shows the log tail on failure
+        run = record(server, prompts, prompt_set="chat", concurrency=4, max_tokens=128)
+
+The server is `python -m vllm.entrypoints.openai.api_server` (the command line comes from
+config.serve_command, the one builder), so stop() ends the API server, its EngineCore child and
+anything they spawned.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from ..config import SpecConfig, serve_command
+from ..platforms import attention_backends_from_log
+from .recording import load_tokenizer
+from .server import EngineError, Provenance, local_device, vllm_version
+from .trace_reader import TRACE_FILE_ENV
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass(eq=False)  # identity semantics: servers live in a set
+class LocalServer:
+    """A vLLM OpenAI-compatible server started by specviz, traced by serving.tracer."""
+
+    model: str
+    spec: SpecConfig | None = None
+    port: int | None = None
+    dtype: str = "auto"
+    max_model_len: int = 2048
+    seed: int = 0
+    trace: bool = True
+    extra_args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    workdir: Path | None = None  # log and trace files; a fresh temp dir if None
+
+    proc: subprocess.Popen | None = field(default=None, init=False, repr=False)
+    start_time_s: float | None = field(default=None, init=False)
+    ready_after_s: float | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self.workdir = Path(self.workdir or tempfile.mkdtemp(prefix="specviz-server-"))
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.workdir / "server.log"
+        self.trace_path = self.workdir / "trace.jsonl"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        options = ["--host", "127.0.0.1", "--dtype", self.dtype, "--max-model-len", str(self.max_model_len),
+                   "--seed", str(self.seed)]
+        if local_device()[0] == "cpu":  # no graphs to capture on CPU; eager starts faster
+            options.append("--enforce-eager")
+        return serve_command(self.model, self.spec, trace=self.trace, port=self.port, python_module=True,
+                             python=sys.executable, extra=options + self.extra_args)
+
+    def start(self, progress: Callable[[float, str], None] | None = None, timeout_s: float = 900) -> float:
+        """Start the server and wait until /health answers; return the seconds it took.
+
+        `progress(elapsed_s, log_tail)` is called twice a second with the last 8 lines of the log.
+
+        Raises EngineError (with the server's last log lines) if the model folder is missing, the
+        port is taken, or the server exits or does not become healthy within timeout_s.
+        """
+        if not Path(self.model).is_dir():
+            raise EngineError(f"model folder {self.model!r} does not exist (specviz serves local model folders)")
+        if self.spec is not None:
+            self.spec.check_local_paths()
+        if self.port is None:
+            self.port = free_port()
+        elif not port_is_free(self.port):
+            raise EngineError(f"port {self.port} is already in use: choose another port or stop what uses it")
+        env = os.environ | {
+            "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+            TRACE_FILE_ENV: str(self.trace_path),
+            "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),
+        } | self.env
+        self.trace_path.unlink(missing_ok=True)
+        log = open(self.log_path, "wb")  # noqa: SIM115 (the child keeps writing to it)
+        self.start_time_s = time.time()
+        self.proc = subprocess.Popen(
+            self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env=env, start_new_session=True,
+        )
+        log.close()
+        _live_servers.add(self)
+        deadline = time.monotonic() + timeout_s
+        with httpx.Client(timeout=2.0) as client:
+            while True:
+                elapsed = time.time() - self.start_time_s
+                if self.proc.poll() is not None:
+                    code = self.proc.returncode
+                    self.stop()
+                    raise EngineError(f"vLLM exited with code {code} while starting.\n{self.log_tail()}")
+                try:
+                    if client.get(f"{self.url}/health").status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise EngineError(f"vLLM did not become healthy within {timeout_s:.0f} s.\n{self.log_tail()}")
+                if progress:
+                    progress(elapsed, self.log_tail(8))
+                time.sleep(0.5)
+        self.ready_after_s = time.time() - self.start_time_s
+        return self.ready_after_s
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def tokenizer(self):
+        return load_tokenizer(self.model)
+
+    def members(self) -> list[LocalServer]:
+        return [self]
+
+    def speculative_config(self) -> dict | None:
+        return self.spec.to_vllm() if self.spec else None
+
+    def provenance(self) -> Provenance:
+        platform_name, device = local_device()
+        # A traced server runs with --no-async-scheduling; the CPU platform forces it off anyway.
+        try:
+            backends = attention_backends_from_log(self.log_path.read_text(errors="replace"))
+        except OSError:
+            backends = []
+        return Provenance(platform=platform_name, device_name=device, vllm_version=vllm_version(),
+                          async_scheduling=not self.trace and platform_name != "cpu", attention_backends=backends)
+
+    def log_tail(self, n: int = 30) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                return b"".join(deque(f, maxlen=n)).decode(errors="replace").rstrip()
+        except OSError:
+            return ""
+
+    def stop(self, grace_s: float = 20) -> None:
+        """End the server's whole process group: SIGTERM, then SIGKILL for whatever is left after grace_s."""
+        _live_servers.discard(self)
+        if self.proc is None:
+            return
+        pgid = self.proc.pid
+        for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10)):
+            try:
+                os.killpg(pgid, sig)
+            except ProcessLookupError:
+                break
+            if self._group_ends_within(pgid, wait_s):
+                break
+        self.proc.poll()
+        self.proc = None
+
+    def _group_ends_within(self, pgid: int, wait_s: float) -> bool:
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            self.proc.poll()  # reap the leader, or it counts as a zombie member forever
+            if not live_group_members(pgid):
+                return True
+            time.sleep(0.1)
+        return False
+
+    def __enter__(self) -> LocalServer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def live_group_members(pgid: int) -> list[int]:
+    """Pids of processes in group pgid that are still running (zombies, already dead, are left out)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        state, pgrp = fields[0], int(fields[2])
+        if pgrp == pgid and state != "Z":
+            members.append(int(stat.parent.name))
+    return members
+
+
+_live_servers: set[LocalServer] = set()
+
+
+@atexit.register
+def _stop_all_servers() -> None:
+    for server in list(_live_servers):
+        server.stop(grace_s=5)
+
