@@ -10,7 +10,8 @@ import streamlit as st
 
 from specviz import charts
 from specviz.references import MINIMAX_M3_EAGLE3_SPEED_BENCH
-from specviz.sweep import BASELINE, Sweep, SweepError, load_sweep, sweep_table
+from specviz.sweep import BASELINE, Sweep, SweepError, load_sweep
+from specviz.sweep_table import sweep_table
 from specviz.tuning import list_sweep_files
 
 NONE = "none"

@@ -7,7 +7,8 @@ import streamlit as st
 
 from specviz import charts
 from specviz.config import ConfigError
-from specviz.sweep import Sweep, SweepError, load_sweep, sweep_table
+from specviz.sweep import Sweep, SweepError, load_sweep
+from specviz.sweep_table import sweep_table
 from specviz.tuning import (
     CUT_IS_VALID,
     MIN_DRAFTED_STEPS,

@@ -132,7 +132,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from .prompts import PromptSetError
-    from .sweep import SweepError, SweepGrid, check_grid, run_sweep, sweep_summary_line, sweep_table
+    from .sweep import SweepError, SweepGrid
+    from .sweep_runner import check_grid, run_sweep
+    from .sweep_table import sweep_summary_line, sweep_table
 
     try:
         drafters = [json.loads(d) for d in args.drafter]

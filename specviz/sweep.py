@@ -4,8 +4,8 @@
                      drafters=[{"method": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 4}],
                      num_speculative_tokens=[1, 3, 5], concurrencies=[1, 4, 16],
                      prompts="builtin:code", num_requests=16, max_tokens=64)
-    sweep = run_sweep(grid, Path("sweeps/code"))   # 1 baseline + 3 ngram engines, 3 cells each
-    table = sweep_table(sweep)                     # one row per cell, speedup vs baseline at that concurrency
+    sweep = run_sweep(grid, Path("sweeps/code"))   # sweep_runner: 1 baseline + 3 ngram engines, 3 cells each
+    table = sweep_table(sweep)                     # sweep_table: a row per cell, speedup vs baseline at that c
 
 One engine per configuration (a drafter at one k, or the baseline), reused across concurrencies,
 with a warm-up at each concurrency before measuring. After every run the sweep file
@@ -22,12 +22,10 @@ server decides) and acceptance comes from vLLM's counters and per-request figure
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
-import pandas as pd
 from pydantic import Field, ValidationError, computed_field, model_validator
 
 from .base import Frozen as _Frozen
@@ -43,8 +41,7 @@ from .metrics import (
     step_figures,
     summarize,
 )
-from .prompts import load_prompts
-from .runfile import Run, first_error, save_run
+from .runfile import Run, first_error
 
 SWEEP_FILE_KIND = "specviz.sweep"
 SWEEP_SCHEMA_VERSION = 2  # 2: a cell holds one run per repeat; 1 (one run, flat) still reads
@@ -139,7 +136,7 @@ class CellRun(Summary):
     created_at: str
 
 
-def _median(values: list[float]) -> float | None:
+def median_or_none(values: list[float]) -> float | None:
     return float(np.median(values)) if values else None
 
 
@@ -198,7 +195,7 @@ class SweepCell(_Frozen):
     @property
     def output_tokens_per_s(self) -> float:
         """Median over the runs of all output tokens / wall time of the run."""
-        return _median([r.output_tokens_per_s or 0.0 for r in self.runs])
+        return median_or_none([r.output_tokens_per_s or 0.0 for r in self.runs])
 
     @computed_field
     @property
@@ -259,7 +256,7 @@ class SweepCell(_Frozen):
             accepted_histogram=[sum(h[a] for h in hists if a < len(h)) for a in range(width)],
             num_steps_without_drafts=sum(r.steps.num_steps_without_drafts for r in self.runs),
             num_engine_steps=sum(r.steps.num_engine_steps for r in self.runs),
-            engine_step_time_s=_median([r.steps.engine_step_time_s for r in self.runs
+            engine_step_time_s=median_or_none([r.steps.engine_step_time_s for r in self.runs
                                         if r.steps.engine_step_time_s is not None]))
 
     @property
@@ -269,7 +266,7 @@ class SweepCell(_Frozen):
 
     def median_of(self, field: str) -> float | None:
         """The median over the runs of one of their figures, e.g. 'time_per_output_token_s_p50'."""
-        return _median([getattr(r, field) for r in self.runs if getattr(r, field) is not None])
+        return median_or_none([getattr(r, field) for r in self.runs if getattr(r, field) is not None])
 
     @property
     def platform(self) -> str:
@@ -385,189 +382,5 @@ def load_sweep(path: str | Path) -> Sweep:
 # ---- running -----------------------------------------------------------------------------------
 
 
-def sweep_prompts(grid: SweepGrid) -> tuple[str, list[str]]:
-    """The prompt set's name and its prompts cycled to num_requests (raises PromptSetError)."""
-    name, prompts = load_prompts(grid.prompts)
-    return name, (prompts * (grid.num_requests // len(prompts) + 1))[: grid.num_requests]
-
-
-def check_grid(grid: SweepGrid) -> None:
-    """Everything that can be refused before an engine starts: configs, draft folders, model, prompts."""
-    if not Path(grid.target_model).is_dir():
-        raise SweepError(f"target model {grid.target_model!r} is not a model folder on this machine")
-    for _, spec in grid.engine_configs():
-        if spec is not None:
-            spec.check_local_paths()
-    sweep_prompts(grid)
-
-
-def sweep_plan(grid: SweepGrid) -> list[tuple[int, str, SpecConfig | None]]:
-    """(repeat, drafter label, spec) per engine start: every configuration once per round, odd rounds reversed.
-
-    The baseline B and ngram at k=1 and 3 with 2 repeats: round 0 starts B, k=1, k=3; round 1 starts
-    k=3, k=1, B. Slow drift (the machine warming up, other work arriving) then hits every
-    configuration alike, and none always runs first or last. The price is one engine start per
-    configuration per round (about 30 s each on a CPU), against one per configuration without repeats.
-    """
-    configs = grid.engine_configs()
-    return [(r, label, spec) for r in range(grid.repeats) for label, spec in (configs[::-1] if r % 2 else configs)]
-
-
-def server_args(grid: SweepGrid, spec: SpecConfig | None) -> list[str]:
-    """The grid's server arguments; an untraced speculative server also reports per-request acceptance.
-
-    vLLM refuses --per-request-spec-decode-metrics without a speculative config, so the baseline
-    goes without it; the 'summary' level sends each request's acceptance histogram with its last chunk.
-    """
-    extra = list(grid.vllm_args)
-    if spec is not None and not grid.traced and "--per-request-spec-decode-metrics" not in extra:
-        extra += ["--per-request-spec-decode-metrics", "summary"]
-    return extra
-
-
-def run_sweep(
-    grid: SweepGrid,
-    out_dir: Path,
-    *,
-    on_cell: Callable[[SweepCell, Sweep], None] | None = None,
-    on_engine: Callable[[str, SpecConfig | None], None] | None = None,
-    start_progress: Callable[[float, str], None] | None = None,
-) -> Sweep:
-    """Measure every run of the grid not yet in `<out_dir>/sweep.json`, in sweep_plan's order; return the sweep.
-
-    `on_cell(cell, sweep)` follows every run with its cell (all of that cell's runs so far).
-    Raises SweepError if out_dir holds a sweep of another grid, or when a server dies (the
-    finished cells stay saved, and the dead cell's partial run is kept as `*.incomplete.json.gz`).
-    """
-    from .serving.local import LocalServer
-    from .serving.recording import load_tokenizer, record, warmup_prompts
-
-    check_grid(grid)
-    out_dir = Path(out_dir)
-    path = out_dir / "sweep.json"
-    sweep = load_sweep(path) if path.exists() else Sweep(grid=grid)
-    if sweep.grid.model_copy(update={"repeats": grid.repeats}) != grid:
-        raise SweepError(f"{out_dir} holds a sweep of another grid; use a new --out folder, or the same "
-                         f"arguments as before to resume it (--repeats may grow). Its grid: "
-                         f"{sweep.grid.model_dump_json()}")
-    sweep = sweep.model_copy(update={"grid": grid})
-    prompt_set, prompts = sweep_prompts(grid)
-    tokenizer = load_tokenizer(grid.target_model)
-    for repeat, label, spec in sweep_plan(grid):
-        k = spec.num_speculative_tokens if spec else None
-        todo = [c for c in grid.concurrencies if not sweep.has_run((label, k, c), repeat)]
-        if not todo:
-            continue
-        if on_engine:
-            on_engine(label, spec)
-        with LocalServer(model=grid.target_model, spec=spec, dtype=grid.dtype, seed=grid.seed, trace=grid.traced,
-                         extra_args=server_args(grid, spec)) as server:
-            ready_s = server.start(progress=start_progress)
-            for c in todo:
-                # Warm up at this batch size first: the first steps of a new shape are slow. Not with
-                # the cell's own prompts, which would then be measured with a free (cached) prefill.
-                record(server, warmup_prompts(c), prompt_set="warm-up", concurrency=c, max_tokens=8,
-                       tokenizer=tokenizer, warmup=False)
-                run = record(server, prompts, prompt_set=prompt_set, concurrency=c, max_tokens=grid.max_tokens,
-                             temperature=grid.temperature, seed=grid.seed, tokenizer=tokenizer, warmup=False)
-                stem = f"{label}-k{k}" if k else label
-                stem = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in stem) + f"-c{c}"
-                stem += f"-r{repeat}" if repeat else ""  # the first round keeps the names of one-run sweeps
-                if run.meta.invalid_reason:
-                    kept = save_run(run, out_dir / "runs" / f"{stem}.invalid.json.gz")
-                    raise SweepError(f"cell {label} k={k} concurrency {c} broke the run's invariants: "
-                                     f"{run.meta.invalid_reason}\nThe run is kept for inspection in {kept} "
-                                     f"(`specviz check {kept}`); finished cells are saved in {path}.")
-                if not run.meta.complete:
-                    kept = save_run(run, out_dir / "runs" / f"{stem}.incomplete.json.gz")
-                    raise SweepError(f"cell {label} k={k} concurrency {c} failed: {run.meta.incomplete_reason}\n"
-                                     f"Finished cells are saved in {path}; the partial run is in {kept}. "
-                                     "Run the same command again to resume.")
-                run_file = f"runs/{stem}.json.gz"
-                save_run(run, out_dir / run_file)
-                sweep, cell = sweep.with_run(label, spec.to_vllm() if spec else None, cell_run(
-                    run, repeat=repeat, run_file=run_file, engine_ready_after_s=ready_s))
-                save_sweep(sweep, path)
-                if on_cell:
-                    on_cell(cell, sweep)
-    return sweep
-
-
 # ---- the table ---------------------------------------------------------------------------------
 
-TABLE_COLUMNS = [
-    "drafter", "method", "num_speculative_tokens", "concurrency", "prompt_set", "num_requests", "max_tokens",
-    "repeats", "traced", "async_scheduling",
-    "output_tokens_per_s", "output_tokens_per_s_min", "output_tokens_per_s_max",
-    "speedup", "speedup_min", "speedup_max", "request_output_tokens_per_s_p50",
-    "time_per_output_token_s_p50", "time_per_output_token_s_p90",
-    "time_to_first_token_s_p50", "time_to_first_token_s_p90",
-    "mean_acceptance_length", "mean_acceptance_length_low", "mean_acceptance_length_high",
-    "draft_acceptance_rate", "acceptance_rate_per_pos", "acceptance_from",
-    "num_engine_steps", "engine_step_time_s", "counters_match",
-    "platform", "device_name", "vllm_version", "created_at", "run_files",
-]
-_MEDIANS = ["request_output_tokens_per_s_p50", "time_per_output_token_s_p50", "time_per_output_token_s_p90",
-            "time_to_first_token_s_p50", "time_to_first_token_s_p90"]
-
-
-def speedups(cell: SweepCell, baseline: SweepCell | None) -> list[float]:
-    """The cell's output tokens/s over the baseline's, one ratio per repeat round both were measured in.
-
-    Runs of one round ran close in time, so pairing them cancels slow drift. Baseline runs at 30 and
-    28 tokens/s in rounds 0 and 1, the cell's at 45 and 40 -> [1.5, 1.429]: speedup 1.464 (the
-    median), spread 1.429-1.5. [] without a baseline run in any of the cell's rounds.
-    """
-    if baseline is None:
-        return []
-    base = {r.repeat: r.output_tokens_per_s for r in baseline.runs if r.output_tokens_per_s}
-    return [r.output_tokens_per_s / base[r.repeat] for r in cell.runs
-            if r.repeat in base and r.output_tokens_per_s is not None]
-
-
-def sweep_table(sweep: Sweep) -> pd.DataFrame:
-    """One row per cell, in TABLE_COLUMNS order: medians over its runs with their min-max spread.
-
-    speedup = the median over repeat rounds of the cell's output tokens/s / the baseline's at the
-    same concurrency and prompt set in that round (see speedups; None when there is no baseline).
-    mean_acceptance_length_low/high: its 90% bootstrap interval over requests (None if not kept).
-    acceptance_from: 'trace' (the specviz tracer's steps) or 'vLLM counters' (an untraced cell).
-    """
-    baselines = {(c.concurrency, c.prompt_set): c for c in sweep.cells if c.drafter == BASELINE}
-    rows = []
-    for cell in sweep.cells:
-        ratios = speedups(cell, baselines.get((cell.concurrency, cell.prompt_set)))
-        interval = cell.mean_acceptance_length_90
-        steps = cell.steps
-        rows.append({
-            **cell.model_dump(include={"drafter", "method", "num_speculative_tokens", "concurrency", "prompt_set",
-                                       "num_requests", "max_tokens"}),
-            "repeats": cell.repeats, "traced": cell.traced, "async_scheduling": cell.async_scheduling,
-            "output_tokens_per_s": cell.output_tokens_per_s, "output_tokens_per_s_min": cell.output_tokens_per_s_min,
-            "output_tokens_per_s_max": cell.output_tokens_per_s_max,
-            "speedup": _median(ratios), "speedup_min": min(ratios, default=None),
-            "speedup_max": max(ratios, default=None),
-            **{name: cell.median_of(name) for name in _MEDIANS},
-            "mean_acceptance_length": cell.mean_acceptance_length,
-            "mean_acceptance_length_low": interval[0] if interval else None,
-            "mean_acceptance_length_high": interval[1] if interval else None,
-            "draft_acceptance_rate": cell.draft_acceptance_rate,
-            "acceptance_rate_per_pos": cell.acceptance_rate_per_pos,
-            "acceptance_from": None if cell.drafter == BASELINE else ("trace" if cell.traced else "vLLM counters"),
-            "num_engine_steps": steps.num_engine_steps, "engine_step_time_s": steps.engine_step_time_s,
-            "counters_match": cell.counters_match, "platform": cell.platform, "device_name": cell.device_name,
-            "vllm_version": cell.vllm_version, "created_at": cell.runs[0].created_at,
-            "run_files": " ".join(r.run_file for r in cell.runs),
-        })
-    return pd.DataFrame(rows, columns=TABLE_COLUMNS)
-
-
-def sweep_summary_line(cell: SweepCell) -> str:
-    """'ngram lookup 2-4         k=3 c=4     78.3 tok/s (76.0-80.1, 3 runs)  AL 2.12 (trace)'."""
-    k = f"k={cell.num_speculative_tokens}" if cell.num_speculative_tokens else "   "
-    al = f"AL {cell.mean_acceptance_length:.2f}" if cell.mean_acceptance_length else "AL  -  "
-    spread = (f" ({cell.output_tokens_per_s_min:.1f}-{cell.output_tokens_per_s_max:.1f}, {cell.repeats} runs)"
-              if cell.repeats > 1 else "")
-    source = "" if cell.drafter == BASELINE else (" (trace)" if cell.traced else " (vLLM counters)")
-    return (f"{cell.drafter:<24} {k} c={cell.concurrency:<3} {cell.output_tokens_per_s:7.1f} tok/s{spread}  "
-            f"{al}{source}")

@@ -5,30 +5,17 @@ drafter at K per concurrency (traced, or untraced with vLLM's counters); the cos
 comes from a model fitted across all the sweep's cells. The drafter's cells at other k are then
 drawn beside the prediction to show how far it is from what was measured.
 
-1. Acceptance: cut the recorded histogram at k. For drafters whose first j drafts do not depend on
-   k (ngram, suffix, draft_model, eagle, eagle3, mtp, medusa: see `drafter_refusal`), running at
-   k <= K proposes exactly the first k of the drafts the run at K proposed, and the target accepts
-   the same prefix of them, so a step that accepted a of K drafts accepts min(a, k) of k.
-   Worked example, K=3, accepted_histogram [1, 1, 0, 2] (4 drafted steps accepting 0, 1, 3, 3):
-       k=1: min(a,1) = 0,1,1,1 -> mean acceptance length 1 + 3/4 = 1.75
-       k=2: min(a,2) = 0,1,2,2 -> 1 + 5/4 = 2.25
-       k=3: min(a,3) = 0,1,3,3 -> 1 + 7/4 = 2.75   (the recorded value)
-   Per-position acceptance rates for positions < k are unchanged ([0.75, 0.5, 0.5] here).
-   Without the tracer the histogram comes from vLLM's per-position counters, which hold the same
-   information: steps accepting exactly a drafts = per_pos[a-1] - per_pos[a] (metrics.counted_step_figures).
-2. Tokens per target pass (per request), L(k). Steps without drafts (the prefill, and steps where
-   the drafter found nothing, e.g. no n-gram match) commit 1 token each, and they happen at the same
-   places in the output whatever k is (a development sweep of ngram on SmolLM2 had 88, 88, 88 of
-   them at k=1, 3, 5, and L(k) predicted from k=5 was within 3% of the measured one): only the
-   drafted steps get fewer when each commits more. With U steps without drafts and D drafted steps
-   at K, the output is N = U + D * (1 + E[min(a,K)]) tokens, and at k
-       L(k) = N / (U + (N - U) / (1 + E[min(a, k)]))
-   With U=2 more steps in the example: N = 2 + 4 * 2.75 = 13 and L(3) = 13/6 = 2.167 (as recorded),
-   L(2) = 13 / (2 + 11/2.25) = 1.887, L(1) = 13 / (2 + 11/1.75) = 1.569; the baseline has L(0) = 1.
-   The drafted share of the steps at k is f(k) = D(k) / (U + D(k)), D(k) = (N - U) / (1 + E[min(a,k)]):
-   f(3) = 4/6 = 0.667, f(1) = 6.29 / 8.29 = 0.759 in the example.
-   (Holding the share f fixed at its value at K instead, L(k) = 1 + f * E[min(a,k)], under-predicts
-   small k for drafters that often find nothing; the benchmark prints both.)
+1. Acceptance at k <= K: the recorded histogram cut at k (acceptance_at_k, with worked numbers):
+   a step that accepted a of K drafts accepts min(a, k) of k. Without the tracer the histogram comes
+   from vLLM's per-position counters, which hold the same information: steps accepting exactly a
+   drafts = per_pos[a-1] - per_pos[a] (metrics.counted_step_figures).
+2. Tokens per target pass (per request), L(k) (acceptance_at_k). Steps without drafts (the prefill,
+   and steps where the drafter found nothing) commit 1 token each and happen at the same places in
+   the output whatever k is (a development sweep of ngram on SmolLM2 had 88, 88, 88 of them at
+   k=1, 3, 5, and L(k) predicted from k=5 was within 3% of the measured one): only the drafted
+   steps get fewer when each commits more. In the example there, L(1) = 1.569 and f(1) = 0.759.
+   (Holding the drafted share f fixed at its value at K instead, L(k) = 1 + f * E[min(a,k)],
+   under-predicts small k for drafters that often find nothing; the benchmark prints both.)
 3. Step cost, fitted (see StepCostFit and fit_step_cost): one target pass over a batch of c
    requests verifies V = c + Dr tokens, one per request plus the Dr = c * f * k drafts (so
    c * (k + 1) when every request drafts every step), and costs
@@ -68,9 +55,16 @@ from pathlib import Path
 import numpy as np
 from pydantic import Field
 
+from .acceptance_at_k import (
+    acceptance_rate_per_pos,
+    drafted_share,
+    fit_leviathan_rate,
+    leviathan_tokens_per_step,
+    mean_acceptance_length,
+    tokens_per_step,
+)
 from .base import Frozen
 from .config import SpecConfig, serve_command_text
-from .metrics import StepFigures
 from .sweep import BASELINE, Sweep, SweepCell
 
 # Below this many drafted steps one lucky or unlucky request moves the mean acceptance length by
@@ -137,78 +131,6 @@ def drafter_refusal(method: str | None, speculative_config: dict | None) -> str 
 
 
 # ---- the pieces, each with its worked numbers in the module docstring -------------------------
-
-
-def expected_accepted(histogram: list[int], k: int) -> float:
-    """E[min(a, k)] over drafted steps: [1, 1, 0, 2] at k=2 -> (0+1+2+2)/4 = 1.25."""
-    n = sum(histogram)
-    return sum(count * min(a, k) for a, count in enumerate(histogram)) / n
-
-
-def mean_acceptance_length(histogram: list[int], k: int) -> float:
-    """1 + E[min(a, k)], as vLLM reports it: [1, 1, 0, 2] at k=1 -> 1.75, k=2 -> 2.25, k=3 -> 2.75."""
-    return 1 + expected_accepted(histogram, k)
-
-
-def acceptance_rate_per_pos(histogram: list[int], k: int) -> list[float]:
-    """Share of drafted steps accepting more than j drafts, j < k: [1, 1, 0, 2] -> [0.75, 0.5, 0.5]."""
-    n = sum(histogram)
-    return [sum(histogram[j + 1:]) / n for j in range(k)]
-
-
-def tokens_per_step(steps: StepFigures, k: int) -> float:
-    """L(k) = N / (U + (N - U) / (1 + E[min(a, k)])): tokens one request commits per target pass.
-
-    [1, 1, 0, 2] at K=3 with U=2 steps without drafts: N = 13; k=1 -> 1.569, k=2 -> 1.887, k=3 -> 2.167.
-    """
-    drafted, undrafted = sum(steps.accepted_histogram), steps.num_steps_without_drafts
-    if k == 0 or drafted == 0:
-        return 1.0
-    K = len(steps.accepted_histogram) - 1
-    n = undrafted + drafted * mean_acceptance_length(steps.accepted_histogram, K)
-    return n / (undrafted + (n - undrafted) / mean_acceptance_length(steps.accepted_histogram, k))
-
-
-def tokens_per_step_fixed_share(steps: StepFigures, k: int) -> float:
-    """The simpler L(k) = 1 + f * E[min(a, k)], f = D / (U + D) held at its value at K (for comparison).
-
-    [1, 1, 0, 2] at K=3 with U=2: f = 4/6, k=1 -> 1 + 2/3 * 3/4 = 1.5, k=3 -> 1 + 2/3 * 7/4 = 2.167.
-    """
-    drafted = sum(steps.accepted_histogram)
-    if k == 0 or drafted == 0:
-        return 1.0
-    f = drafted / (drafted + steps.num_steps_without_drafts)
-    return 1 + f * expected_accepted(steps.accepted_histogram, k)
-
-
-def drafted_share(steps: StepFigures, k: int) -> float:
-    """f(k) = D(k) / (U + D(k)), D(k) = (N - U) / (1 + E[min(a, k)]): the share of request-steps with drafts.
-
-    [1, 1, 0, 2] at K=3 with U=2: N = 13; k=3 -> 4/6 = 0.667, k=1 -> 6.286 / 8.286 = 0.759, k=0 -> 0.
-    """
-    drafted, undrafted = sum(steps.accepted_histogram), steps.num_steps_without_drafts
-    if k == 0 or drafted == 0:
-        return 0.0
-    K = len(steps.accepted_histogram) - 1
-    n = undrafted + drafted * mean_acceptance_length(steps.accepted_histogram, K)
-    d_k = (n - undrafted) / mean_acceptance_length(steps.accepted_histogram, k)
-    return d_k / (undrafted + d_k)
-
-
-def leviathan_tokens_per_step(a: float, k: int) -> float:
-    """Leviathan et al. 2023: (1 - a^(k+1)) / (1 - a) = 1 + a + ... + a^k; a=0.5, k=3 -> 1.875."""
-    return float(k + 1) if a >= 1 else (1 - a ** (k + 1)) / (1 - a)
-
-
-def fit_leviathan_rate(length: float, k: int) -> float:
-    """The one per-token acceptance a for which the closed form gives `length` at k (bisection)."""
-    if length >= k + 1:
-        return 1.0
-    lo, hi = 0.0, 1.0
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if leviathan_tokens_per_step(mid, k) < length else (lo, mid)
-    return (lo + hi) / 2
 
 
 def with_k(speculative_config: dict | None, k: int) -> dict | None:

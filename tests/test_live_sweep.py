@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from specviz.sweep import TABLE_COLUMNS, SweepGrid, load_sweep, run_sweep, sweep_table
 from specviz.runfile import load_run
+from specviz.sweep import SweepGrid, load_sweep
+from specviz.sweep_runner import run_sweep
+from specviz.sweep_table import TABLE_COLUMNS, sweep_table
 
 pytestmark = pytest.mark.live
 

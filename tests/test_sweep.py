@@ -8,6 +8,7 @@ from pydantic import ValidationError
 
 from specviz.config import ConfigError
 from specviz.metrics import StepFigures
+from specviz.runfile import Request, RequestSpecDecodeMetrics, SpecDecodeCounters
 from specviz.sweep import (
     CellRun,
     Sweep,
@@ -18,12 +19,9 @@ from specviz.sweep import (
     drafter_label,
     load_sweep,
     save_sweep,
-    server_args,
-    speedups,
-    sweep_plan,
-    sweep_table,
 )
-from specviz.runfile import Request, RequestSpecDecodeMetrics, SpecDecodeCounters
+from specviz.sweep_runner import server_args, sweep_plan
+from specviz.sweep_table import speedups, sweep_table
 
 GRID = dict(target_model="m", drafters=[{"method": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 4}],
             num_speculative_tokens=[1, 3], concurrencies=[1, 4], prompts="builtin:code", num_requests=8,
@@ -103,7 +101,7 @@ def test_sweep_files_round_trip_and_refuse_foreign_or_corrupt_files(tmp_path):
 
 
 def test_a_sweep_folder_of_another_grid_is_not_resumed(tmp_path, monkeypatch):
-    import specviz.sweep as sweep_mod
+    import specviz.sweep_runner as sweep_mod
 
     monkeypatch.setattr(sweep_mod, "check_grid", lambda grid: None)
     save_sweep(Sweep(grid=SweepGrid(**GRID)), tmp_path / "sweep.json")
@@ -255,7 +253,7 @@ def test_run_sweep_interleaves_repeats_and_resumes_them(tmp_path, monkeypatch):
     """A fake engine: the order of engine starts, and a resume after an interruption, with 2 repeats."""
     import specviz.serving.local as local_mod
     import specviz.serving.recording as recording_mod
-    import specviz.sweep as sweep_mod
+    import specviz.sweep_runner as sweep_mod
 
     starts: list[tuple[int | None, bool]] = []
 

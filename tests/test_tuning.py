@@ -2,28 +2,30 @@
 
 import pytest
 
+from specviz.acceptance_at_k import (
+    acceptance_rate_per_pos,
+    drafted_share,
+    expected_accepted,
+    fit_leviathan_rate,
+    leviathan_tokens_per_step,
+    mean_acceptance_length,
+    tokens_per_step,
+    tokens_per_step_fixed_share,
+)
 from specviz.metrics import StepFigures
 from specviz.sweep import BASELINE, Sweep, SweepCell, SweepGrid
 from specviz.tuning import (
     MIN_DRAFTED_STEPS,
     StepCostFit,
     TuningRefusal,
-    acceptance_rate_per_pos,
-    drafted_share,
     drafter_refusal,
-    expected_accepted,
-    fit_leviathan_rate,
     fit_step_cost,
-    leviathan_tokens_per_step,
     list_sweep_files,
-    mean_acceptance_length,
     measured_pass,
     predict,
     predict_concurrency,
     python_config,
     serve_command,
-    tokens_per_step,
-    tokens_per_step_fixed_share,
 )
 
 NGRAM = {"method": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 4}

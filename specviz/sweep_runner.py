@@ -1,0 +1,124 @@
+"""Running a sweep: every configuration once per round, one engine start each, a warm-up at each
+concurrency, and the sweep file rewritten after every run (see sweep.py for the data).
+
+    sweep = run_sweep(grid, Path("sweeps/code"))   # resumes what <out>/sweep.json already holds
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from .config import SpecConfig
+from .prompts import load_prompts
+from .runfile import save_run
+from .sweep import Sweep, SweepCell, SweepError, SweepGrid, cell_run, load_sweep, save_sweep
+
+
+def sweep_prompts(grid: SweepGrid) -> tuple[str, list[str]]:
+    """The prompt set's name and its prompts cycled to num_requests (raises PromptSetError)."""
+    name, prompts = load_prompts(grid.prompts)
+    return name, (prompts * (grid.num_requests // len(prompts) + 1))[: grid.num_requests]
+
+
+def check_grid(grid: SweepGrid) -> None:
+    """Everything that can be refused before an engine starts: configs, draft folders, model, prompts."""
+    if not Path(grid.target_model).is_dir():
+        raise SweepError(f"target model {grid.target_model!r} is not a model folder on this machine")
+    for _, spec in grid.engine_configs():
+        if spec is not None:
+            spec.check_local_paths()
+    sweep_prompts(grid)
+
+
+def sweep_plan(grid: SweepGrid) -> list[tuple[int, str, SpecConfig | None]]:
+    """(repeat, drafter label, spec) per engine start: every configuration once per round, odd rounds reversed.
+
+    The baseline B and ngram at k=1 and 3 with 2 repeats: round 0 starts B, k=1, k=3; round 1 starts
+    k=3, k=1, B. Slow drift (the machine warming up, other work arriving) then hits every
+    configuration alike, and none always runs first or last. The price is one engine start per
+    configuration per round (about 30 s each on a CPU), against one per configuration without repeats.
+    """
+    configs = grid.engine_configs()
+    return [(r, label, spec) for r in range(grid.repeats) for label, spec in (configs[::-1] if r % 2 else configs)]
+
+
+def server_args(grid: SweepGrid, spec: SpecConfig | None) -> list[str]:
+    """The grid's server arguments; an untraced speculative server also reports per-request acceptance.
+
+    vLLM refuses --per-request-spec-decode-metrics without a speculative config, so the baseline
+    goes without it; the 'summary' level sends each request's acceptance histogram with its last chunk.
+    """
+    extra = list(grid.vllm_args)
+    if spec is not None and not grid.traced and "--per-request-spec-decode-metrics" not in extra:
+        extra += ["--per-request-spec-decode-metrics", "summary"]
+    return extra
+
+
+def run_sweep(
+    grid: SweepGrid,
+    out_dir: Path,
+    *,
+    on_cell: Callable[[SweepCell, Sweep], None] | None = None,
+    on_engine: Callable[[str, SpecConfig | None], None] | None = None,
+    start_progress: Callable[[float, str], None] | None = None,
+) -> Sweep:
+    """Measure every run of the grid not yet in `<out_dir>/sweep.json`, in sweep_plan's order; return the sweep.
+
+    `on_cell(cell, sweep)` follows every run with its cell (all of that cell's runs so far).
+    Raises SweepError if out_dir holds a sweep of another grid, or when a server dies (the
+    finished cells stay saved, and the dead cell's partial run is kept as `*.incomplete.json.gz`).
+    """
+    from .serving.local import LocalServer
+    from .serving.recording import load_tokenizer, record, warmup_prompts
+
+    check_grid(grid)
+    out_dir = Path(out_dir)
+    path = out_dir / "sweep.json"
+    sweep = load_sweep(path) if path.exists() else Sweep(grid=grid)
+    if sweep.grid.model_copy(update={"repeats": grid.repeats}) != grid:
+        raise SweepError(f"{out_dir} holds a sweep of another grid; use a new --out folder, or the same "
+                         f"arguments as before to resume it (--repeats may grow). Its grid: "
+                         f"{sweep.grid.model_dump_json()}")
+    sweep = sweep.model_copy(update={"grid": grid})
+    prompt_set, prompts = sweep_prompts(grid)
+    tokenizer = load_tokenizer(grid.target_model)
+    for repeat, label, spec in sweep_plan(grid):
+        k = spec.num_speculative_tokens if spec else None
+        todo = [c for c in grid.concurrencies if not sweep.has_run((label, k, c), repeat)]
+        if not todo:
+            continue
+        if on_engine:
+            on_engine(label, spec)
+        with LocalServer(model=grid.target_model, spec=spec, dtype=grid.dtype, seed=grid.seed, trace=grid.traced,
+                         extra_args=server_args(grid, spec)) as server:
+            ready_s = server.start(progress=start_progress)
+            for c in todo:
+                # Warm up at this batch size first: the first steps of a new shape are slow. Not with
+                # the cell's own prompts, which would then be measured with a free (cached) prefill.
+                record(server, warmup_prompts(c), prompt_set="warm-up", concurrency=c, max_tokens=8,
+                       tokenizer=tokenizer, warmup=False)
+                run = record(server, prompts, prompt_set=prompt_set, concurrency=c, max_tokens=grid.max_tokens,
+                             temperature=grid.temperature, seed=grid.seed, tokenizer=tokenizer, warmup=False)
+                stem = f"{label}-k{k}" if k else label
+                stem = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in stem) + f"-c{c}"
+                stem += f"-r{repeat}" if repeat else ""  # the first round keeps the names of one-run sweeps
+                if run.meta.invalid_reason:
+                    kept = save_run(run, out_dir / "runs" / f"{stem}.invalid.json.gz")
+                    raise SweepError(f"cell {label} k={k} concurrency {c} broke the run's invariants: "
+                                     f"{run.meta.invalid_reason}\nThe run is kept for inspection in {kept} "
+                                     f"(`specviz check {kept}`); finished cells are saved in {path}.")
+                if not run.meta.complete:
+                    kept = save_run(run, out_dir / "runs" / f"{stem}.incomplete.json.gz")
+                    raise SweepError(f"cell {label} k={k} concurrency {c} failed: {run.meta.incomplete_reason}\n"
+                                     f"Finished cells are saved in {path}; the partial run is in {kept}. "
+                                     "Run the same command again to resume.")
+                run_file = f"runs/{stem}.json.gz"
+                save_run(run, out_dir / run_file)
+                sweep, cell = sweep.with_run(label, spec.to_vllm() if spec else None, cell_run(
+                    run, repeat=repeat, run_file=run_file, engine_ready_after_s=ready_s))
+                save_sweep(sweep, path)
+                if on_cell:
+                    on_cell(cell, sweep)
+    return sweep
+
