@@ -9,7 +9,15 @@
    b. one live redraw after a step arrives at that length: join the new tracer record, rebuild the
       Run, summarise it, render the output and the last 40 steps (what the playground does per
       update, minus Streamlit's own delta to the browser, which is not measured here).
-Ratios below 1 mean the view keeps up with the engine at concurrency 1.
+3. Builds a run of 64 requests of 512 tokens each from the recorded steps (the scale of a
+   concurrency-64 recording) and times
+   c. opening it: reading the gzip run file, validating it, summarising it, and rendering one
+      request's output and first 60 step rows (what the Playground does when a run is chosen);
+   d. one live redraw after one more step: rebuild the 64-request Run from the streams and steps,
+      summarise it, render one request's output and its last 40 steps.
+   These are ratios to the engine's time per step at concurrency 1, a stricter bar than at
+   concurrency 64, where a step takes longer.
+Ratios below 1 mean the view keeps up with the engine.
 """
 
 from __future__ import annotations
@@ -21,12 +29,15 @@ import time
 from specviz import render
 from specviz.config import SpecConfig
 from specviz.demo_model import ensure_demo_model
-from specviz.serving.local import LocalServer
-from specviz.serving.stream import StreamResult
-from specviz.serving.recording import build_run, load_tokenizer, record, token_decoder
-from specviz.serving.trace_reader import steps_by_request
 from specviz.metrics import summarize
 from specviz.prompts import load_prompts
+from specviz.runfile import load_run, run_bytes
+from specviz.serving.local import LocalServer
+from specviz.serving.recording import build_run, load_tokenizer, record, token_decoder
+from specviz.serving.stream import StreamResult
+from specviz.serving.trace_reader import steps_by_request
+
+BIG_REQUESTS, BIG_TOKENS = 64, 512
 
 
 def best_of(fn, repeat: int = 5) -> float:
@@ -78,12 +89,50 @@ def main() -> None:
         render.steps_html(live.requests[0].steps[-40:])
 
     redraw_s = best_of(live_redraw)
+
+    # 64 requests of 512 tokens, as if recorded at concurrency 64.
+    big_steps, big_results, j = {}, [], 0
+    for r in range(BIG_REQUESTS):
+        rid, req_steps, out = f"big-{r}", [], []
+        while len(out) < BIG_TOKENS:
+            s = recorded[j % len(recorded)]
+            j += 1
+            take = s.committed_token_ids[: BIG_TOKENS - len(out)]
+            req_steps.append(s.model_copy(update={"engine_step": len(req_steps) + 1, "committed_token_ids": take}))
+            out += take
+        big_steps[rid] = req_steps
+        big_results.append(StreamResult(request_id=rid, prompt="p", start_time_s=0.0, token_ids=out,
+                                        first_token_time_s=0.1, end_time_s=10.0, finish_reason="length"))
+    big = build_run(server, big_results, big_steps, run_id="big", prompt_set="bench", concurrency=BIG_REQUESTS,
+                    max_tokens=BIG_TOKENS, sampling={})
+    data = run_bytes(big)
+
+    def open_big() -> None:
+        opened = load_run(data)
+        summarize(opened)
+        render.output_html(opened.requests[0])
+        render.steps_html(opened.requests[0].steps[:60])
+
+    def redraw_big() -> None:
+        live = build_run(server, big_results, big_steps, run_id="big", prompt_set="bench",
+                         concurrency=BIG_REQUESTS, max_tokens=BIG_TOKENS, sampling={})
+        summarize(live)
+        render.output_html(live.requests[0])
+        render.steps_html(live.requests[0].steps[-40:])
+
+    open_big_s, redraw_big_s = best_of(open_big, 3), best_of(redraw_big, 3)
     print(f"engine time per step (SmolLM2, ngram k=3, concurrency 1, {run.meta.device_name}, "
           f"vLLM {run.meta.vllm_version}): {engine_step_s * 1e3:.1f} ms over {len(gaps)} steps")
     print(f"render the whole step view of {args.steps} steps: {full_view_s * 1e3:.1f} ms "
           f"(ratio to one engine step: {full_view_s / engine_step_s:.2f})")
     print(f"live redraw per appended step at {args.steps} steps: {redraw_s * 1e3:.1f} ms "
           f"(ratio to one engine step: {redraw_s / engine_step_s:.2f}; below 1 keeps up)")
+    n_steps = sum(len(v) for v in big_steps.values())
+    print(f"open a run of {BIG_REQUESTS} requests x {BIG_TOKENS} tokens ({n_steps} request-steps, "
+          f"{len(data) / 1e6:.1f} MB gzip): {open_big_s * 1e3:.0f} ms (ratio to one engine step: "
+          f"{open_big_s / engine_step_s:.1f})")
+    print(f"live redraw of that run after one more step: {redraw_big_s * 1e3:.0f} ms "
+          f"(ratio to one engine step: {redraw_big_s / engine_step_s:.1f})")
 
 
 if __name__ == "__main__":
