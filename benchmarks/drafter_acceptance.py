@@ -26,10 +26,10 @@ import time
 from pathlib import Path
 
 from specviz.config import SpecConfig
-from specviz.serving.local import LocalServer
-from specviz.serving.recording import record
 from specviz.metrics import acceptance_length_interval, run_acceptance, summarize
 from specviz.runfile import load_run, save_run
+from specviz.serving.local import LocalServer
+from specviz.serving.recording import record
 from specviz.train import DRAFTER_SPECS
 from specviz.train.data import HELDOUT_CHAT
 

@@ -18,11 +18,11 @@ import numpy as np
 
 from specviz.config import SpecConfig
 from specviz.demo_model import ensure_demo_model
+from specviz.metrics import output_tokens_per_s
+from specviz.prompts import load_prompts
 from specviz.serving.local import LocalServer
 from specviz.serving.recording import load_tokenizer, record, warmup_prompts
 from specviz.serving.server import local_device, vllm_version
-from specviz.metrics import output_tokens_per_s
-from specviz.prompts import load_prompts
 
 SPEC = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2, "prompt_lookup_max": 4}
 

@@ -14,6 +14,7 @@ at these batch sizes; it is this CPU's time, so a faster host CPU shows less.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -84,10 +85,8 @@ def main() -> None:
             for k in KS:
                 rows.append((batch, k, per_step_s(batch, k, args.repeats, folder)))
     cpu = platform.processor() or platform.machine()
-    try:
+    with contextlib.suppress(OSError, StopIteration):
         cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
     print(f"tracer work per engine step on {cpu} (median of {args.repeats}); synthetic batches, k drafts each")
     if args.markdown:
         print("\n| requests in the batch | k | µs per step | share of a 10 ms step | share of a 30 ms step |")

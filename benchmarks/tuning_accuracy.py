@@ -26,9 +26,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from specviz.acceptance_at_k import tokens_per_step, tokens_per_step_fixed_share
 from specviz.sweep import BASELINE, Sweep, load_sweep  # noqa: E402
 from specviz.tuning import TuningRefusal, drafters, fit_step_cost, list_sweep_files, measured_pass, predict
-from specviz.acceptance_at_k import tokens_per_step, tokens_per_step_fixed_share
 
 TARGET_ERROR = 0.05
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 from specviz.config import SpecConfig
 from specviz.demo_model import ensure_demo_model
-from specviz.serving.local import LocalServer
-from specviz.serving.recording import record
 from specviz.metrics import summarize
 from specviz.prompts import load_prompts
 from specviz.runfile import SAMPLE_RUNS_DIR, run_json_schema, save_run
+from specviz.serving.local import LocalServer
+from specviz.serving.recording import record
 
 CONFIGS = {
     "baseline": None,

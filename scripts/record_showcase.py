@@ -19,10 +19,10 @@ from pathlib import Path
 
 from specviz.config import SpecConfig
 from specviz.demo_model import ensure_demo_model
-from specviz.serving.local import LocalServer
-from specviz.serving.recording import record
 from specviz.metrics import summarize
 from specviz.runfile import SAMPLE_RUNS_DIR, save_run
+from specviz.serving.local import LocalServer
+from specviz.serving.recording import record
 from specviz.train import drafter_spec
 
 REPO = Path(__file__).resolve().parent.parent

@@ -44,11 +44,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from specviz.config import ConfigError, SpecConfig
-from specviz.serving.server import EngineError
+from specviz.metrics import summarize
 from specviz.serving.local import LocalServer
 from specviz.serving.recording import load_tokenizer, record
-from specviz.serving.server import local_device, vllm_version
-from specviz.metrics import summarize
+from specviz.serving.server import EngineError, local_device, vllm_version
 from specviz.testing import drafters
 from specviz.vllm_methods import vllm_speculative_methods
 

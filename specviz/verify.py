@@ -40,8 +40,8 @@ import httpx
 from pydantic import Field, model_validator
 
 from .base import Frozen, SpecvizError
-from .serving.recording import token_decoder
 from .runfile import Step
+from .serving.recording import token_decoder
 
 DEFAULT_TOP_K = 5
 

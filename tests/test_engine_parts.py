@@ -3,10 +3,17 @@
 import json
 
 from conftest import make_step
-from specviz.serving.trace_reader import TraceReader, _steps_within, client_request_id, placeholder_only_reason, steps_by_request
+
 from specviz.serving.counters import counters_delta, parse_spec_counters
 from specviz.serving.local import port_is_free
 from specviz.serving.recording import warmup_prompts
+from specviz.serving.trace_reader import (
+    TraceReader,
+    _steps_within,
+    client_request_id,
+    placeholder_only_reason,
+    steps_by_request,
+)
 
 # The shape of vLLM 0.32's /metrics for spec decoding (one engine, k=3).
 METRICS = """

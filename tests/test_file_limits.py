@@ -9,8 +9,8 @@ import pytest
 
 from specviz.catalog import TrialsFileError, load_trials
 from specviz.files import DEFAULT_MAX_RUN_MB, MAX_RUN_MB_ENV, max_file_bytes, read_capped
-from specviz.sweep import SweepError, load_sweep
 from specviz.runfile import RunFileError, load_run, run_bytes
+from specviz.sweep import SweepError, load_sweep
 
 MiB = 1 << 20
 

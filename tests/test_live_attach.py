@@ -13,12 +13,12 @@ import sys
 
 import pytest
 
-from specviz.serving.attached import AttachError, attach, attach_many
 from specviz.config import SpecConfig
-from specviz.serving.local import LocalServer
-from specviz.serving.recording import record
 from specviz.metrics import summarize
 from specviz.runfile import load_run
+from specviz.serving.attached import AttachError, attach, attach_many
+from specviz.serving.local import LocalServer
+from specviz.serving.recording import record
 
 pytestmark = pytest.mark.live
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 
 from specviz.config import SpecConfig
+from specviz.metrics import counters_acceptance, run_acceptance
 from specviz.serving.local import LocalServer
 from specviz.serving.recording import record
-from specviz.metrics import counters_acceptance, run_acceptance
 from specviz.train import DRAFT_DIR, DRAFTER_SPECS, EAGLE3_DIR
 from specviz.train.data import HELDOUT_CHAT
 

@@ -11,10 +11,10 @@ import json
 import pytest
 
 from specviz.config import SpecConfig
-from specviz.serving.local import LocalServer
-from specviz.serving.recording import record
 from specviz.metrics import run_acceptance, summarize
 from specviz.prompts import load_prompts
+from specviz.serving.local import LocalServer
+from specviz.serving.recording import record
 
 pytestmark = pytest.mark.live
 

@@ -3,8 +3,8 @@
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specviz.serving import local as local_servers
 from specviz.demo_model import ensure_demo_model
+from specviz.serving import local as local_servers
 from specviz.testing.tiny_models import build_tiny_pair
 
 LOCAL = "Local engine (specviz starts it)"

@@ -16,10 +16,10 @@ import sys
 import pytest
 
 from specviz.config import SpecConfig
-from specviz.serving.local import LocalServer
-from specviz.serving.recording import load_tokenizer, record
 from specviz.metrics import count_as_vllm, summarize
 from specviz.runfile import load_run, save_run
+from specviz.serving.local import LocalServer
+from specviz.serving.recording import load_tokenizer, record
 
 pytestmark = pytest.mark.live
 

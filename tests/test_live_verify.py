@@ -15,9 +15,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from specviz.render import step_html, step_roles
 from specviz.serving.local import LocalServer, free_port
 from specviz.serving.recording import load_tokenizer
-from specviz.render import step_html, step_roles
 from specviz.verify import DraftVerification, VerifyError, verify_draft
 
 pytestmark = pytest.mark.live

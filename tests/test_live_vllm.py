@@ -18,13 +18,13 @@ import time
 import pytest
 
 from specviz.config import SpecConfig
-from specviz.serving.server import EngineError
-from specviz.serving.local import LocalServer, live_group_members
-from specviz.serving.recording import load_tokenizer, record
-from specviz.serving.live import LiveGeneration
 from specviz.metrics import run_acceptance, summarize
 from specviz.prompts import load_prompts
 from specviz.runfile import load_run, save_run
+from specviz.serving.live import LiveGeneration
+from specviz.serving.local import LocalServer, live_group_members
+from specviz.serving.recording import load_tokenizer, record
+from specviz.serving.server import EngineError
 
 pytestmark = pytest.mark.live
 

@@ -1,8 +1,15 @@
 import pytest
-
 from conftest import make_run, make_step
-from specviz.metrics import (acceptance_length_interval, count_acceptance, output_tokens_per_s,
-                             request_acceptance_length, summarize, time_per_output_token_s, time_to_first_token_s)
+
+from specviz.metrics import (
+    acceptance_length_interval,
+    count_acceptance,
+    output_tokens_per_s,
+    request_acceptance_length,
+    summarize,
+    time_per_output_token_s,
+    time_to_first_token_s,
+)
 from specviz.runfile import Request, SpecDecodeCounters
 
 

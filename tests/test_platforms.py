@@ -1,13 +1,17 @@
 """Platform detection (real CPU platform, faked ROCm/CUDA values) and the ROCm pitfall hints."""
 
 import pytest
-
-from specviz.serving.server import local_device
-from specviz.platforms import (DFLASH_ROCM_ATTN, EAGLE3_ROCM_LAYER0, attention_backends_from_log, detect_platform,
-                               pitfall_hints)
-from specviz.runfile import Request
-
 from conftest import make_run, make_step
+
+from specviz.platforms import (
+    DFLASH_ROCM_ATTN,
+    EAGLE3_ROCM_LAYER0,
+    attention_backends_from_log,
+    detect_platform,
+    pitfall_hints,
+)
+from specviz.runfile import Request
+from specviz.serving.server import local_device
 
 
 def test_this_machine_is_the_cpu_platform():

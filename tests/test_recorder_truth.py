@@ -8,11 +8,11 @@ from conftest import make_run, make_step
 
 from specviz import render
 from specviz.__main__ import main
-from specviz.serving.server import Provenance
-from specviz.serving.stream import StreamResult
-from specviz.serving.recording import build_run
 from specviz.metrics import count_acceptance, count_as_vllm, summarize
 from specviz.runfile import Request, SpecDecodeCounters, Step, load_run, save_run
+from specviz.serving.recording import build_run
+from specviz.serving.server import Provenance
+from specviz.serving.stream import StreamResult
 
 
 def _padded_request() -> Request:

@@ -1,4 +1,5 @@
 from conftest import make_step
+
 from specviz.render import output_html, output_roles, step_html, step_roles, visible
 from specviz.runfile import Step
 

@@ -1,7 +1,7 @@
 import pytest
 
-from specviz.serving import shared as shared_engine
 from specviz.config import SpecConfig
+from specviz.serving import shared as shared_engine
 from specviz.serving.shared import EngineBusy, EngineConfig, SharedEngine
 
 

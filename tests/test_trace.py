@@ -2,9 +2,9 @@ import gzip
 import json
 
 import pytest
+from conftest import make_run, make_step
 from pydantic import ValidationError
 
-from conftest import make_run, make_step
 from specviz.runfile import Request, RunFileError, Step, list_run_files, load_run, run_json_schema, save_run
 
 

@@ -102,7 +102,8 @@ GOALS = [
 ]
 TEMPLATES = {
     "ACTIVITY": ["Give me a short plan for {}.", "Is {} hard? What helps?", "Write a short poem about {}.",
-                 "What is a good first week of {}?", "How can a busy person fit in {}?", "What are some tips for {}?", "What mistakes do beginners make when {}?",
+                 "What is a good first week of {}?", "How can a busy person fit in {}?", "What are some tips for {}?",
+                 "What mistakes do beginners make when {}?",
                  "How do I get better at {}?", "What are the benefits of {}?", "Write a short motivational message about {}.",
                  "What do I need for {}?", "How long does it take to get good at {}?"],
     "CONCEPT": ["Explain {} to a ten-year-old.", "What is special about {}?", "What should I know about {}?",

@@ -104,7 +104,7 @@ def target_pass(target: Path, data: Path, out: Path, *, time_budget_s: float = 9
                     lp, ti = logp.topk(TOP_K, dim=-1)
                     plen = min(len(s["prompt_ids"]), T)
                     answer = torch.tensor(t[plen:])
-                    agree += int((ti[plen - 1:T - 1, 0] == answer).sum()) if T > plen else 0
+                    agree += int((ti[plen - 1:T - 1, 0] == answer).sum()) if plen < T else 0
                     answer_positions += max(0, T - plen)
                     seqs.append({"ids": t, "plen": plen, "val": part, "start": offset})
                     offset += T
