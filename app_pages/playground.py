@@ -5,16 +5,18 @@ import time
 import pandas as pd
 import streamlit as st
 
-from specviz import render, ui
-from specviz.attach import AttachError, AttachedServer, attach
+from specviz import render, ui, ui_race
 from specviz.config import ConfigError, SpecConfig
 from specviz.demo_model import demo_model_dir
-from specviz.engine import EngineError, load_tokenizer
-from specviz.live import LiveGeneration
 from specviz.metrics import summarize
-from specviz.shared_engine import EngineBusy, EngineConfig, SharedEngine
-from specviz.trace import SAMPLE_RUNS_DIR, RunFileError, list_run_files, load_run, run_bytes
+from specviz.runfile import SAMPLE_RUNS_DIR, RunFileError, list_run_files, load_run, run_bytes
+from specviz.serving.attached import AttachedServer, AttachError, attach
+from specviz.serving.live import LiveGeneration
+from specviz.serving.recording import load_tokenizer
+from specviz.serving.server import EngineError
+from specviz.serving.shared import EngineBusy, EngineConfig, SharedEngine
 from specviz.verify import VerifyError, verify_draft
+from specviz.viewer import viewer_mode
 
 PLAYGROUND_METHODS = ["none", "ngram", "draft_model", "eagle", "eagle3", "suffix"]
 RECORDED, LOCAL, ATTACHED = "Recorded run", "Local engine (specviz starts it)", "vLLM server at a URL"
@@ -114,6 +116,8 @@ def recorded_source() -> None:
     files = list_run_files()
     with st.sidebar:
         names = [str(p.relative_to(SAMPLE_RUNS_DIR)) for p in files]
+        if names and st.session_state.get("run_file") not in names:  # open on the best speculative run
+            st.session_state.run_file = ui_race.opening_run_name() or names[0]
         choice = st.selectbox("Recorded run (sample_runs/)", names, key="run_file") if names else None
         upload = st.file_uploader("…or open a run file", type=["json", "gz"], key="run_upload")
     if upload is None and choice is None:
@@ -124,7 +128,7 @@ def recorded_source() -> None:
     except RunFileError as e:
         st.error(f"This file cannot be opened: {e}")
         return
-    ui.recorded_run_view(run)
+    ui_race.recorded_run_with_race(run, None if upload is not None else choice)
 
 
 def local_engine_controls() -> None:
@@ -182,11 +186,16 @@ def start_attached_generation(server: AttachedServer) -> None:
 init_state()
 st.title("Playground")
 st.caption("Watch each verification step of speculative decoding in vLLM: drafts accepted, the target's correction, "
-           "the discarded tail, bonus tokens. Open a recorded run, start a local engine, or attach to a server.")
+           "the discarded tail, bonus tokens. " + ("Open a recorded run." if viewer_mode() else
+                                                   "Open a recorded run, start a local engine, or attach to a server."))
 
-with st.sidebar:
-    st.subheader("Runs come from")
-    source = st.radio("Runs come from", [RECORDED, LOCAL, ATTACHED], key="pg_source", label_visibility="collapsed")
+if viewer_mode():  # no engine, no server, no server-side path typed in the browser
+    source = RECORDED
+else:
+    with st.sidebar:
+        st.subheader("Runs come from")
+        source = st.radio("Runs come from", [RECORDED, LOCAL, ATTACHED], key="pg_source",
+                          label_visibility="collapsed")
 
 if source == RECORDED:
     recorded_source()
@@ -201,11 +210,16 @@ else:
         st.stop()
 
 st.text_area("Prompt", key="pg_prompt", height=80)
-c1, c2, c3, c4, c5 = st.columns([2, 2, 1, 1, 2])
+c1, c2, c3, c4, c6, c5 = st.columns([2, 2, 1, 1, 1, 2])
 c1.number_input("max tokens", 1, 2048, key="pg_max_tokens")
 c2.slider("temperature", 0.0, 1.5, key="pg_temperature", step=0.1)
 start = c3.button("Generate", key="pg_start", type="primary")
 stop = c4.button("Stop", key="pg_stop")
+race = source == LOCAL and ui_race.live_race_button(
+    c6, "Choose a drafting method to race against the baseline" if st.session_state.pg_method == "none" else None,
+    lambda: st.session_state.update(pg_live_view="race"))
+if start:
+    st.session_state.pg_live_view = "generate"
 
 gen: LiveGeneration | None = st.session_state.pg_gen
 if stop and gen is not None:
@@ -219,8 +233,24 @@ if start:
         start_generation()
     gen = st.session_state.pg_gen
 
+if race:
+    try:
+        spec = spec_from_controls()
+    except ConfigError as e:
+        st.error(str(e))
+    else:
+        if gen is not None:
+            gen.stop()
+        st.session_state[ui_race.LIVE_RACE] = ui_race.run_live_race(
+            shared_engine(), st.session_state.pg_model, spec, st.session_state.pg_prompt,
+            max_tokens=st.session_state.pg_max_tokens, temperature=st.session_state.pg_temperature,
+            tokenizer=tokenizer_for(st.session_state.pg_model))
+        ui_race.start_race("pg_live_race_view")
+
 area = st.empty()
-if gen is None:
+if st.session_state.get("pg_live_view") == "race" and ui_race.live_race_view():
+    pass
+elif gen is None:
     area.info("Press Generate. The first start of an engine takes about half a minute on a CPU.")
 else:
     tick, done = 0, False

@@ -8,10 +8,9 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from specviz import charts
+from specviz import charts, ui
 from specviz.references import MINIMAX_M3_EAGLE3_SPEED_BENCH
-from specviz.sweep import BASELINE, Sweep, SweepError, load_sweep
-from specviz.sweep_table import sweep_table
+from specviz.sweep import BASELINE, Sweep
 from specviz.tuning import list_sweep_files
 
 NONE = "none"
@@ -39,31 +38,14 @@ class Side:
         return charts.sweep_caption(self.table, concurrency=concurrency, model=self.model)
 
 
-@st.cache_data(show_spinner=False)
-def _load(path: str, mtime_ns: int) -> tuple[Sweep, pd.DataFrame]:
-    sweep = load_sweep(path)
-    return sweep, sweep_table(sweep)
-
-
 def init_state() -> None:
     st.session_state.setdefault("tp_compare", NONE)
     st.session_state.setdefault("tp_best_k", False)
     st.session_state.setdefault("tp_show_reference", False)
 
 
-def _keep_valid(key: str, options: list) -> None:
-    """Drop a remembered choice that the current options no longer hold (another sweep was chosen)."""
-    if key in st.session_state and st.session_state[key] not in options:
-        del st.session_state[key]
-
-
 def _open(name: str, paths: dict[str, Path]) -> tuple[Sweep, pd.DataFrame] | None:
-    path = paths[name]
-    try:
-        return _load(str(path), path.stat().st_mtime_ns)
-    except (SweepError, OSError) as e:
-        st.error(f"Sweep '{name}' cannot be opened: {e}")
-        return None
+    return ui.open_sweep(paths[name], name)
 
 
 def _side(name: str, loaded: tuple[Sweep, pd.DataFrame], prompt_set: str | None) -> Side:
@@ -149,8 +131,8 @@ if not files:
 
 paths = {p.parent.name: p for p in files}
 names = list(paths)
-_keep_valid("tp_sweep", names)
-_keep_valid("tp_compare", [NONE, *names])
+ui.keep_valid("tp_sweep", names)
+ui.keep_valid("tp_compare", [NONE, *names])
 
 top = st.columns([3, 3, 2, 2])
 name_a = top[0].selectbox("Sweep (sample_runs/sweeps/)", names, key="tp_sweep")
@@ -162,7 +144,7 @@ if loaded_a is None:
 loaded_b = _open(name_b, paths) if name_b != NONE else None
 
 prompt_sets = [str(p) for p in loaded_a[1]["prompt_set"].unique()]
-_keep_valid("tp_prompt_set", prompt_sets)
+ui.keep_valid("tp_prompt_set", prompt_sets)
 prompt_set = top[3].selectbox("Prompt set", prompt_sets, key="tp_prompt_set",
                               help="A sweep is measured on one prompt set; compare sweeps to see others.")
 sides = [_side(name_a, loaded_a, prompt_set)]
@@ -170,7 +152,7 @@ if loaded_b is not None:
     sides.append(_side(name_b, loaded_b, prompt_set))
 
 concurrencies = sorted({c for s in sides for c in s.concurrencies()})
-_keep_valid("tp_concurrency", concurrencies)
+ui.keep_valid("tp_concurrency", concurrencies)
 concurrency = top[2].selectbox("Concurrency", concurrencies, key="tp_concurrency",
                                help="Requests in flight at once, for the charts against k.")
 
@@ -205,7 +187,7 @@ st.subheader("Acceptance per draft position")
 rows_a = sides[0].table[(sides[0].table["concurrency"] == concurrency) & (sides[0].table["drafter"] != BASELINE)]
 configs = {charts.config_label(d, k): (d, int(k)) for d, k in zip(rows_a["drafter"], rows_a["num_speculative_tokens"])}
 if configs:
-    _keep_valid("tp_position_config", list(configs))
+    ui.keep_valid("tp_position_config", list(configs))
     # Open on the k of the published reference when the sweep has it, else on the largest k.
     st.session_state.setdefault("tp_position_config", next(
         (label for label, (_, k) in configs.items() if k == REFERENCE.num_speculative_tokens), list(configs)[-1]))

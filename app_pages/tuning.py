@@ -5,10 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from specviz import charts
+from specviz import charts, ui
 from specviz.config import ConfigError
-from specviz.sweep import Sweep, SweepError, load_sweep
-from specviz.sweep_table import sweep_table
 from specviz.tuning import (
     CUT_IS_VALID,
     MIN_DRAFTED_STEPS,
@@ -20,17 +18,6 @@ from specviz.tuning import (
     predict,
     recorded_ks,
 )
-
-
-@st.cache_data(show_spinner=False)
-def _load(path: str, mtime_ns: int) -> tuple[Sweep, pd.DataFrame]:
-    sweep = load_sweep(path)
-    return sweep, sweep_table(sweep)
-
-
-def _keep_valid(key: str, options: list) -> None:
-    if key in st.session_state and st.session_state[key] not in options:
-        del st.session_state[key]
 
 
 def _at_k(pred: Prediction, k: int) -> pd.DataFrame:
@@ -96,22 +83,21 @@ if not files:
 paths = {p.parent.name: p for p in files}
 with st.sidebar:
     st.subheader("Sweep")
-    _keep_valid("tune_sweep", list(paths))
+    ui.keep_valid("tune_sweep", list(paths))
     name = st.selectbox("Recorded sweep (sample_runs/sweeps/)", list(paths), key="tune_sweep")
-try:
-    sweep, table = _load(str(paths[name]), paths[name].stat().st_mtime_ns)
-except (SweepError, OSError) as e:
-    st.error(f"Sweep '{name}' cannot be opened: {e}")
+opened = ui.open_sweep(paths[name], name)
+if opened is None:
     st.stop()
+sweep, table = opened
 names = drafters(sweep)
 if not names:
     st.info("This sweep holds only baseline cells: there is no drafter to tune.")
     st.stop()
 with st.sidebar:
-    _keep_valid("tune_drafter", names)
+    ui.keep_valid("tune_drafter", names)
     drafter = st.selectbox("Drafter", names, key="tune_drafter")
     ks = recorded_ks(sweep, drafter)
-    _keep_valid("tune_recorded_k", ks)
+    ui.keep_valid("tune_recorded_k", ks)
     recorded_k = st.selectbox("Predict from the run at k =", ks, index=len(ks) - 1, key="tune_recorded_k",
                               help="This cell's acceptance is cut at every smaller k; the cost of a target pass "
                                    "is fitted across all the sweep's cells. The drafter's cells at other k are drawn "

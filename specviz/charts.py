@@ -32,6 +32,7 @@ import math  # noqa: E402
 
 import pandas as pd  # noqa: E402
 
+from . import chart_style  # noqa: E402
 from .references import Reference  # noqa: E402
 from .sweep import BASELINE  # noqa: E402
 
@@ -57,6 +58,19 @@ def _k(value) -> int | None:
 
 def _floats(values) -> list[float | None]:
     return [float(v) if _present(v) else None for v in values]
+
+
+def _spread_bars(rows: pd.DataFrame, value: str, low: str, high: str) -> dict | None:
+    """Plotly error bars from low/high columns around `value` (a cell's min-max over its runs, or an
+    interval); None when the table has no such columns or every bar has zero width (one run each)."""
+    if low not in rows or high not in rows:
+        return None
+    mid, lo, hi = _floats(rows[value]), _floats(rows[low]), _floats(rows[high])
+    up = [h - m if h is not None and m is not None else 0.0 for m, h in zip(mid, hi)]
+    down = [m - lo_ if lo_ is not None and m is not None else 0.0 for m, lo_ in zip(mid, lo)]
+    if not any(up) and not any(down):
+        return None
+    return dict(type="data", symmetric=False, array=up, arrayminus=down, thickness=1.5, width=4)
 
 
 def drafters(table: pd.DataFrame) -> list[str]:
@@ -111,16 +125,18 @@ def _title(title: str, caption: str, width: int = 100) -> dict:
                 xref="paper", y=1, yref="container", yanchor="top", pad=dict(t=12))
 
 
-def _layout(fig: go.Figure, title: str, caption: str, **layout) -> go.Figure:
-    title = _title(title, caption)
+def _layout(fig: go.Figure, title: str, caption: str, *, caption_width: int = 100, legend_width_px: int = 1100,
+            **layout) -> go.Figure:
+    """Title and provenance, then chart_style: short labels, colour by drafter, dash by k, large type."""
+    title = _title(title, caption, caption_width)
     n_lines = title["text"].count("<br>")
     fig.update_layout(
-        title=title, height=layout.pop("height", 380) + 18 * n_lines,
-        margin=dict(t=48 + 18 * n_lines, b=40, l=50, r=10),
-        legend=dict(orientation="h", yanchor="top", y=-0.18, xanchor="left", x=0),
+        title=title, height=layout.pop("height", 380) + 20 * n_lines,
+        margin=dict(t=56 + 20 * n_lines, b=40, l=60, r=10),
         **layout,
     )
-    return fig
+    fig = chart_style.declutter_labels(chart_style.large_type(chart_style.restyle(fig)))
+    return chart_style.place_legend(fig, width_px=legend_width_px)
 
 
 def _concurrency_axis(concurrencies: list[int]) -> dict:
@@ -180,8 +196,9 @@ def throughput_vs_k(table: pd.DataFrame, concurrency: int, caption: str) -> go.F
         r = _cells(rows, d).sort_values("num_speculative_tokens")
         fig.add_trace(go.Scatter(
             x=[_k(k) for k in r["num_speculative_tokens"]], y=_floats(r["output_tokens_per_s"]),
+            error_y=_spread_bars(r, "output_tokens_per_s", "output_tokens_per_s_min", "output_tokens_per_s_max"),
             mode="lines+markers", name=d, meta=dict(role="measured", drafter=d, concurrency=concurrency),
-            hovertemplate=f"{d}<br>k=%{{x}}: %{{y:.1f}} output tokens/s<extra></extra>",
+            hovertemplate=f"{d}<br>k=%{{x}}: %{{y:.1f}} output tokens/s (median of the runs)<extra></extra>",
         ))
     base = _cells(rows, BASELINE)
     if not base.empty and ks:
@@ -191,7 +208,8 @@ def throughput_vs_k(table: pd.DataFrame, concurrency: int, caption: str) -> go.F
             name=f"baseline, no drafting ({b:.1f} tokens/s)", meta=dict(role="baseline", concurrency=concurrency),
             hovertemplate=f"baseline: {b:.1f} output tokens/s<extra></extra>",
         ))
-    return _layout(fig, f"Throughput vs num_speculative_tokens at concurrency {concurrency}", caption,
+    return _layout(fig, f"Throughput vs num_speculative_tokens at concurrency {concurrency}"
+                   + (" (median, bars: min-max over runs)" if "output_tokens_per_s_min" in rows else ""), caption,
                    xaxis=dict(title_text="num_speculative_tokens (k)", tickvals=ks),
                    yaxis=dict(title_text="output tokens/s", rangemode="tozero"))
 
@@ -199,8 +217,9 @@ def throughput_vs_k(table: pd.DataFrame, concurrency: int, caption: str) -> go.F
 def speedup_vs_concurrency(table: pd.DataFrame, caption: str, *, best_k: bool = False) -> go.Figure:
     """Speedup over the baseline at the same concurrency, per drafter and k (or each drafter's best k).
 
-    A dashed line marks 1 (the baseline); each drafter's break-even concurrency (breakeven_concurrency,
-    best k) is annotated where its best k falls below 1 for good.
+    A dashed line marks 1 (the baseline) over a faint band where drafting is slower; each drafter's
+    break-even concurrency (breakeven_concurrency, best k) is an ✕ on its best-k speedup there, named
+    in the legend (role "breakeven"), so labels never print over each other.
     """
     concurrencies = sorted(int(c) for c in _distinct(table["concurrency"]))
     axis = _concurrency_axis(concurrencies)
@@ -220,18 +239,25 @@ def speedup_vs_concurrency(table: pd.DataFrame, caption: str, *, best_k: bool = 
                 r = r[r["speedup"].notna()].sort_values("concurrency")
                 fig.add_trace(go.Scatter(
                     x=[int(c) for c in r["concurrency"]], y=_floats(r["speedup"]), mode="lines+markers",
+                    error_y=_spread_bars(r, "speedup", "speedup_min", "speedup_max"),
                     name=config_label(d, k), meta=dict(role="measured", drafter=d, k=k),
                     hovertemplate=f"{config_label(d, k)}<br>concurrency %{{x}}: %{{y:.2f}}x<extra></extra>",
                 ))
         c = breakeven_concurrency(table, d)
-        if c is not None:
+        if c is not None:  # a marker named in the legend: labels printed in the plot would collide
             best = best_k_rows(table, d)
             y = float(best.loc[best["concurrency"] == c, "speedup"].iloc[0])
-            fig.add_annotation(
-                x=math.log10(c) if axis["type"] == "log" else c, y=y, ax=0, ay=-40, showarrow=True, arrowhead=2,
-                text=f"{d}: no k pays from concurrency {c}", font=dict(size=11), name=f"breakeven {d}",
-            )
-    fig.add_hline(y=1, line=_BASELINE_STYLE, annotation_text="baseline (1x)", annotation_position="bottom left")
+            fig.add_trace(go.Scatter(
+                x=[c], y=[y], mode="markers", marker=dict(symbol="x-thin-open", size=22),
+                name=f"{d}: no k pays from concurrency {c}", meta=dict(role="breakeven", drafter=d, concurrency=c),
+                hovertemplate=f"{d}: from concurrency {c} no k beats the baseline (best k %{{y:.2f}}x)<extra></extra>",
+            ))
+    fig.add_hrect(y0=0, y1=1, fillcolor="rgba(214,39,40,0.06)", line_width=0, layer="below")
+    fig.add_hline(y=1, line=dict(_BASELINE_STYLE, width=3))
+    fig.add_trace(go.Scatter(  # the line's label, in the legend where it cannot cover a data line
+        x=[None], y=[None], mode="lines", line=dict(_BASELINE_STYLE, width=3), meta=dict(role="baseline"),
+        name="baseline = 1x (shaded below: slower)", hoverinfo="skip", legendrank=1,
+    ))
     return _layout(fig, "Speedup over the baseline vs concurrency" + (" (best k)" if best_k else ""), caption,
                    xaxis=axis, yaxis=dict(title_text="speedup (output tokens/s ÷ baseline's)", rangemode="tozero"))
 
@@ -246,6 +272,8 @@ def acceptance_length_vs_k(table: pd.DataFrame, concurrency: int, caption: str) 
         r = r[r["mean_acceptance_length"].notna()]
         fig.add_trace(go.Scatter(
             x=[_k(k) for k in r["num_speculative_tokens"]], y=_floats(r["mean_acceptance_length"]),
+            error_y=_spread_bars(r, "mean_acceptance_length", "mean_acceptance_length_low",
+                                 "mean_acceptance_length_high"),
             mode="lines+markers", name=d, meta=dict(role="measured", drafter=d, concurrency=concurrency),
             hovertemplate=f"{d}<br>k=%{{x}}: %{{y:.2f}} tokens per target pass<extra></extra>",
         ))
@@ -254,7 +282,10 @@ def acceptance_length_vs_k(table: pd.DataFrame, concurrency: int, caption: str) 
             x=ks, y=[k + 1.0 for k in ks], mode="lines", line=dict(color="#bbbbbb", dash="dot"),
             name="ceiling: every draft accepted (k + 1)", meta=dict(role="bound"), hoverinfo="skip",
         ))
-    return _layout(fig, f"Mean acceptance length vs num_speculative_tokens at concurrency {concurrency}", caption,
+    return _layout(fig, f"Mean acceptance length vs num_speculative_tokens at concurrency {concurrency}"
+                   + (" (bars: 90% interval over requests)" if _spread_bars(
+                       rows, "mean_acceptance_length", "mean_acceptance_length_low", "mean_acceptance_length_high")
+                      else ""), caption,
                    xaxis=dict(title_text="num_speculative_tokens (k)", tickvals=ks),
                    yaxis=dict(title_text="tokens per target pass", rangemode="tozero"))
 
@@ -290,8 +321,12 @@ def acceptance_per_position_vs_reference(rates: list[float], label: str, caption
                   xaxis=dict(title_text="draft position", tickvals=list(range(1, n + 1))),
                   yaxis=dict(title_text="accepted (share of drafted steps)", tickformat=".0%", range=[0, 1.1]),
                   height=420 if reference is not None else 380)
-    if reference is not None:
-        fig.update_layout(margin=dict(b=130))
+    if reference is not None:  # the legend, then the source under it: room for both below the axis
+        fig.update_layout(margin=dict(b=190))
+        chart_style.place_legend(fig)
+        plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+        fig.update_annotations(dict(y=-(chart_style.LEGEND_GAP_PX + 60) / plot_px),
+                               selector=dict(name="reference source"))
     return fig
 
 
@@ -312,7 +347,8 @@ def latency_vs_throughput(table: pd.DataFrame, caption: str) -> go.Figure:
         name = config_label(d, k)
         fig.add_trace(go.Scatter(
             x=_floats(r["output_tokens_per_s"]), y=[v * 1000 for v in _floats(r["time_per_output_token_s_p50"])],
-            mode="lines+markers+text", text=[f"c={int(c)}" for c in r["concurrency"]], textposition="top center",
+            mode="lines+markers+text" if d == BASELINE else "lines+markers",  # one row of labels: no pile-up
+            text=[f"c={int(c)}" for c in r["concurrency"]], textposition="top center",
             name=name, marker=dict(size=9, symbol="square" if d == BASELINE else "circle"),
             line=dict(width=1, dash="dot", color=_BASELINE_STYLE["color"]) if d == BASELINE else dict(width=1),
             meta=dict(role="measured", drafter=d, k=k),
@@ -363,18 +399,33 @@ def _gap_text(err: float | None) -> str:
 
 
 def _tuning_layout(fig: go.Figure, title: str, caption: str, **layout) -> go.Figure:
-    """The sweep figures' layout, with room below the axis for the longer legend."""
-    fig = _layout(fig, title, caption, **layout)
-    fig.update_layout(legend=dict(y=-0.22))
-    return fig
+    """The sweep figures' layout for a half-width chart; the legend has one entry per concurrency (its
+    predicted line and measured markers toggle together) and one for what the markers mean."""
+    for t in fig.data:
+        m = t.meta if isinstance(t.meta, dict) else {}
+        if m.get("concurrency") is not None and m.get("role") in ("predicted", "measured", "gap"):
+            t.legendgroup = f"concurrency {m['concurrency']}"
+            if m.get("role") == "predicted":
+                t.name, t.legendrank = f"concurrency {m['concurrency']}", 100 + int(m["concurrency"])
+            elif m.get("role") == "measured":
+                t.showlegend = False
+        else:
+            t.legendrank = 2000
+    if any((t.meta or {}).get("role") == "measured" for t in fig.data if isinstance(t.meta, dict)):
+        fig.add_trace(go.Scatter(
+            x=[None], y=[None], mode="markers", name="measured cell (◇ the cell acceptance was cut from)",
+            marker=dict(color="#888888", size=10), meta=dict(role="legend"), hoverinfo="skip", legendrank=2000,
+        ))
+    return _layout(fig, title, caption, caption_width=70, legend_width_px=520, **layout)
 
 
 def tuning_throughput(pred: Prediction, caption: str, k: int | None = None) -> go.Figure:
     """Predicted output tokens/s vs k (0 = baseline) per concurrency; measured cells as markers with the gap.
 
-    Each measured marker is labelled with (predicted - measured) / measured where k was predicted; the
-    cells the prediction was made from are open diamonds. A dotted segment joins prediction and
-    measurement, a star marks the recommended k, a vertical line the chosen k.
+    Each measured marker (the median of the cell's runs, bars from its min to its max) is labelled
+    with (predicted - measured) / measured; the cells whose acceptance was cut at every k are open
+    diamonds. A dotted segment joins prediction and measurement, a star marks the recommended k, a
+    vertical line the chosen k.
     """
     fig = go.Figure()
     recommended = {r.concurrency: r for r in pred.recommend()}
@@ -386,26 +437,34 @@ def tuning_throughput(pred: Prediction, caption: str, k: int | None = None) -> g
                 x=[r.num_speculative_tokens for r in rows], y=[r.output_tokens_per_s for r in rows],
                 mode="lines", line=dict(color=color, width=2), name=f"concurrency {c}: predicted",
                 meta=dict(role="predicted", concurrency=c),
-                customdata=[[r.tokens_per_step, r.engine_step_time_s * 1000, r.speedup] for r in rows],
+                customdata=[[r.tokens_per_step, r.pass_time_s * 1000, r.speedup] for r in rows],
                 hovertemplate=(f"concurrency {c}, k=%{{x}}: %{{y:.1f}} output tokens/s predicted<br>"
-                               "%{customdata[0]:.2f} tokens per target pass, step %{customdata[1]:.1f} ms, "
+                               "%{customdata[0]:.2f} tokens per target pass, pass %{customdata[1]:.1f} ms (fitted), "
                                "%{customdata[2]:.2f}x<extra></extra>"),
             ))
         measured = [m for m in pred.measured if m.concurrency == c]
         if measured:
+            spread = [(m.output_tokens_per_s_max - m.output_tokens_per_s,
+                       m.output_tokens_per_s - m.output_tokens_per_s_min) for m in measured]
             fig.add_trace(go.Scatter(
                 x=[m.num_speculative_tokens for m in measured], y=[m.output_tokens_per_s for m in measured],
+                error_y=dict(type="data", symmetric=False, array=[u for u, _ in spread],
+                             arrayminus=[d for _, d in spread], thickness=1.5, width=4)
+                if any(u or d for u, d in spread) else None,
                 mode="markers+text", text=[_gap_text(m.relative_error) if not m.used_for_prediction else ""
                                            for m in measured],
                 textposition="middle right", textfont=dict(color=color),
                 marker=dict(color=color, size=10, line=dict(color=color, width=2),
                             symbol=["diamond-open" if m.used_for_prediction else "circle" for m in measured]),
-                name=f"concurrency {c}: measured (◇ used for the prediction)",
+                name=f"concurrency {c}: measured (◇ acceptance cut from it)",
                 meta=dict(role="measured", concurrency=c),
                 customdata=[[m.predicted_output_tokens_per_s if m.predicted_output_tokens_per_s is not None
-                             else float("nan"), "used for the prediction" if m.used_for_prediction else "checked"]
+                             else float("nan"), "acceptance cut from this cell" if m.used_for_prediction else "checked",
+                             f"median of {m.repeats} run(s), {m.output_tokens_per_s_min:.1f}-"
+                             f"{m.output_tokens_per_s_max:.1f}", "traced" if m.traced else "untraced, vLLM's counters"]
                             for m in measured],
-                hovertemplate=(f"concurrency {c}, k=%{{x}}: %{{y:.1f}} output tokens/s measured<br>"
+                hovertemplate=(f"concurrency {c}, k=%{{x}}: %{{y:.1f}} output tokens/s measured "
+                               "(%{customdata[2]}; %{customdata[3]})<br>"
                                "predicted %{customdata[0]:.1f} (%{text}) · %{customdata[1]}<extra></extra>"),
             ))
         gaps = [m for m in measured if m.predicted_output_tokens_per_s is not None and not m.used_for_prediction]

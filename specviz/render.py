@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from html import escape
 from typing import Literal
 
-from .trace import Request, Step, StreamChunk
+from .runfile import Request, Step, StreamChunk
 
 Role = Literal["accepted", "rejected", "correction", "discarded", "bonus", "plain", "padded"]
 

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
+from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
-from . import charts, render
+from . import charts, render, showcase, timeline
 from .metrics import Summary, count_acceptance, request_acceptance_length, summarize
 from .platforms import pitfall_hints
-from .trace import Request, Run
+from .runfile import Request, Run
+from .sweep import Sweep, SweepError, load_sweep
+from .sweep_table import sweep_table
 
 
 def provenance(run: Run) -> str:
@@ -48,10 +52,29 @@ def metrics_row(s: Summary, container=st) -> None:
     cols[4].metric("matches vLLM's counters", {True: "yes", False: "NO", None: "–"}[s.counters_match])
 
 
+def run_notes(run: Run, s: Summary) -> None:
+    """What a reader must know beside the figures: failed requests, and vLLM's padded draft slots."""
+    failed = [r for r in run.requests if r.error]
+    if failed:
+        st.warning(f"{len(failed)} of {len(run.requests)} requests failed and carry no output; the first: "
+                   f"{failed[0].request_id}: {failed[0].error}")
+    if s.num_padded_draft_tokens:
+        st.info(f"vLLM padded {s.num_padded_steps} step(s) with {s.num_padded_draft_tokens} placeholder draft "
+                "slots (a request that joined the batch with one token left to compute, e.g. a prompt cached "
+                "up to one token past a block boundary). No drafter proposed them, but vLLM's own counters "
+                "count them as drafted and rejected, which lowers its acceptance figures; the figures above "
+                "leave them out. They show as dotted 'pad' chips in the step rows.")
+
+
 def request_view(req: Request, caption: str, *, steps: slice | None = None, chart_key: str = "acc_per_pos",
-                 container=st) -> None:
-    """Legend, the output coloured by origin, acceptance per position, and the step rows."""
-    container.markdown(render.CSS + render.legend_html(), unsafe_allow_html=True)
+                 container=st, timeline_key: str | None = None) -> None:
+    """Legend, the output coloured by origin, acceptance per position, and the step rows.
+
+    With `timeline_key`, the acceptance timeline is drawn above the step rows and its brush chooses
+    the rows (overriding `steps`).
+    """
+    padded = any(s.num_padded_drafts for s in req.steps)
+    container.markdown(render.CSS + render.legend_html(padded), unsafe_allow_html=True)
     left, right = container.columns([3, 2])
     left.markdown("**Output, coloured by where each token came from**")
     left.markdown(render.output_html(req), unsafe_allow_html=True)
@@ -61,6 +84,9 @@ def request_view(req: Request, caption: str, *, steps: slice | None = None, char
     if not req.steps:
         chunks_view(req, container)
         return
+    if timeline_key is not None and len(req.steps) > 1:
+        first, last = step_timeline(req, timeline_key, container)
+        steps = slice(first - 1, last)
     shown = req.steps[steps] if steps else req.steps
     start = (steps.start or 0) if steps else 0
     if start < 0:
@@ -69,13 +95,25 @@ def request_view(req: Request, caption: str, *, steps: slice | None = None, char
     container.markdown(render.CSS + render.steps_html(shown, start=start), unsafe_allow_html=True)
 
 
+def step_timeline(req: Request, key: str, container=st) -> tuple[int, int]:
+    """The acceptance timeline (altair); returns the (first, last) step its brush chose, 1-based."""
+    event = container.altair_chart(timeline.acceptance_timeline(req), on_select="rerun", selection_mode=timeline.BRUSH,
+                                   key=key, width="stretch")
+    first, last = timeline.selected_steps(event, len(req.steps))
+    brushed = (first, last) != timeline.selected_steps(None, len(req.steps))
+    container.caption(f"Step rows {first}–{last} of {len(req.steps)}"
+                      + (" (chosen on the timeline; double-click it to clear)" if brushed else
+                         ": drag across the timeline to choose others"))
+    return first, last
+
+
 def per_request_table(run: Run, key: str) -> None:
     st.dataframe(pd.DataFrame({
         "request": [r.request_id for r in run.requests],
         "output tokens": [len(r.output_token_ids) for r in run.requests],
         "steps": [len(r.steps) for r in run.requests],
         "acceptance length": [request_acceptance_length(r) for r in run.requests],
-        "finish": [r.finish_reason for r in run.requests],
+        "finish": [r.finish_reason or ("failed: " + r.error[:80] if r.error else None) for r in run.requests],
     }), key=key, hide_index=True)
 
 
@@ -105,27 +143,37 @@ def _shown_prompt(req: Request) -> str:
     return text[:80] + ("…" if len(text) > 80 else "")
 
 
-def recorded_run_view(run: Run) -> None:
-    """A whole recorded run: provenance, metrics, one request's steps (or a step-through), per-request table."""
+def recorded_run_view(run: Run, *, on_request: Callable[[Request], None] | None = None) -> None:
+    """A whole recorded run: provenance, metrics, one request's steps (or a step-through), per-request table.
+
+    Opens on the request that shows speculation best (showcase.opening_request); `on_request` is
+    called with the chosen request right under its selector (the playground puts its race button there).
+    """
     caption = provenance(run)
     st.caption(caption)
+    if run.meta.invalid_reason:
+        st.error(f"**Invalid run**: the recording breaks its own invariants, so its figures are not to be "
+                 f"trusted; it is shown as recorded for inspection. {run.meta.invalid_reason}")
     if not run.meta.complete:
         st.warning(f"Incomplete run: {run.meta.incomplete_reason}")
     for hint in pitfall_hints(run):
         st.warning(f"**Known pitfall — {hint.title}.** {hint.text} Source: {hint.link}")
-    metrics_row(summarize(run))
+    summary = summarize(run)
+    metrics_row(summary)
+    run_notes(run, summary)
 
     request_ids = [r.request_id for r in run.requests]
-    rid = st.selectbox("Request", request_ids, key="request_id",
+    rid = st.selectbox("Request", request_ids, key="request_id", index=showcase.opening_request(run),
                        format_func=lambda r: f"{r}: {_shown_prompt(run.requests[request_ids.index(r)])}")
     req = run.requests[request_ids.index(rid)]
+    if on_request is not None:
+        on_request(req)
 
     n = len(req.steps)
     if n > 0 and st.toggle("Step through (presenter mode)", key="step_through"):
         step_through(req)
     else:
-        shown = st.slider("Steps shown", 1, n, (1, min(n, 60)), key="step_range") if n > 1 else (1, 1)
-        request_view(req, caption, steps=slice(shown[0] - 1, shown[1]))
+        request_view(req, caption, timeline_key=f"step_timeline_{req.request_id}")
 
     if len(run.requests) > 1:
         st.subheader("Per request")
@@ -151,3 +199,27 @@ def step_through(req: Request) -> None:
     st.markdown("**Output so far**")
     st.markdown(render.output_html(so_far), unsafe_allow_html=True)
     st.markdown(render.legend_html(), unsafe_allow_html=True)
+
+
+# ---- helpers shared by the sweep pages (Throughput, Tuning) --------------------------------------
+
+
+@st.cache_data(show_spinner=False)
+def _sweep_and_table(path: str, mtime_ns: int) -> tuple[Sweep, pd.DataFrame]:
+    sweep = load_sweep(path)
+    return sweep, sweep_table(sweep)
+
+
+def open_sweep(path: Path, name: str) -> tuple[Sweep, pd.DataFrame] | None:
+    """The sweep at `path` and its table (cached until the file changes); None, with the reason shown, if unreadable."""
+    try:
+        return _sweep_and_table(str(path), path.stat().st_mtime_ns)
+    except (SweepError, OSError) as e:
+        st.error(f"Sweep '{name}' cannot be opened: {e}")
+        return None
+
+
+def keep_valid(key: str, options: list) -> None:
+    """Drop a remembered choice that the current options no longer hold (another sweep was chosen)."""
+    if key in st.session_state and st.session_state[key] not in options:
+        del st.session_state[key]

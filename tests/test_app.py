@@ -4,7 +4,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from specviz.render import output_roles, step_roles
-from specviz.trace import SAMPLE_RUNS_DIR, list_run_files, load_run
+from specviz.runfile import SAMPLE_RUNS_DIR, list_run_files, load_run
+from specviz.showcase import example_step, opening_request
 
 
 @pytest.fixture
@@ -33,13 +34,16 @@ def test_every_sample_run_renders_the_counts_in_its_file(app):
         run = load_run(path)
         app.selectbox(key="run_file").set_value(str(path.relative_to(SAMPLE_RUNS_DIR))).run()
         assert not app.exception, (path.name, app.exception)
-        req = run.requests[0]
+        req = run.requests[opening_request(run)]  # the view opens on the request that shows drafting best
+        assert app.selectbox(key="request_id").value == req.request_id
         html = _html(app)
         roles = [r for s in req.steps[:60] for _, r in step_roles(s)]
         out_roles = [r for _, r in output_roles(req)]
+        ex = example_step(req)
+        example = [r for _, r in step_roles(req.steps[ex])] if ex is not None else []
         for role in ("accepted", "rejected", "correction", "discarded", "bonus", "plain"):
-            # each role appears once in the legend, then in the output and in the shown steps
-            expected = 1 + out_roles.count(role) + roles.count(role)
+            # each role appears once in the legend, in the example step, then in the output and the shown steps
+            expected = 1 + example.count(role) + out_roles.count(role) + roles.count(role)
             assert html.count(f'class="sv-chip sv-{role}"') == expected, (path.name, role)
         seen |= set(roles)
     assert seen == {"accepted", "rejected", "correction", "discarded", "bonus", "plain"}
@@ -52,7 +56,7 @@ def test_playground_opens_on_a_recorded_run_and_offers_every_source(app):
 
 
 def test_attach_refuses_a_server_that_is_not_there(app):
-    from specviz.engine import free_port
+    from specviz.serving.local import free_port
 
     app.radio(key="pg_source").set_value("vLLM server at a URL").run()
     app.text_input(key="pg_url").set_value(f"http://127.0.0.1:{free_port()}")
@@ -75,7 +79,7 @@ def test_playground_local_engine_controls_without_an_engine(app):
 
 def test_step_through_walks_one_step_at_a_time(app):
     ngram = next(p for p in list_run_files() if "ngram" in p.name)
-    app.selectbox(key="run_file").set_value(ngram.name).run()
+    app.selectbox(key="run_file").set_value(str(ngram.relative_to(SAMPLE_RUNS_DIR))).run()  # "showcase/..."
     app.toggle(key="step_through").set_value(True).run()
     assert not app.exception, app.exception
     assert app.slider(key="step_at").value == 1
@@ -85,7 +89,7 @@ def test_step_through_walks_one_step_at_a_time(app):
     app.button(key="step_prev").click().run()
     assert app.slider(key="step_at").value == 2
     run = load_run(ngram)
-    assert any(f"of {len(run.requests[0].steps)}" in m.value for m in app.markdown)
+    assert any(f"of {len(run.requests[opening_request(run)].steps)}" in m.value for m in app.markdown)
 
 
 # ---- throughput page -------------------------------------------------------------------------------
@@ -94,7 +98,8 @@ import json  # noqa: E402
 
 from specviz import tuning  # noqa: E402
 from specviz.references import MINIMAX_M3_EAGLE3_SPEED_BENCH  # noqa: E402
-from specviz.sweep import BASELINE, TABLE_COLUMNS, load_sweep, save_sweep, sweep_table  # noqa: E402
+from specviz.sweep import BASELINE, load_sweep, save_sweep  # noqa: E402
+from specviz.sweep_table import TABLE_COLUMNS, sweep_table  # noqa: E402
 
 
 def _throughput_page() -> AppTest:
@@ -151,14 +156,14 @@ def test_throughput_vs_k_chart_shows_the_table_at_the_chosen_concurrency():
         rows = table[table.concurrency == concurrency]
         for drafter in {d for d in rows.drafter if d != BASELINE}:
             expected = rows[rows.drafter == drafter].sort_values("num_speculative_tokens")
-            trace = next(t for t in fig["data"] if t["name"] == drafter)
+            trace = next(t for t in fig["data"] if t["meta"].get("drafter") == drafter)  # named short: "draft"
             assert trace["x"] == [int(k) for k in expected.num_speculative_tokens]
             assert trace["y"] == pytest.approx(list(expected.output_tokens_per_s))
         baseline = next(t for t in fig["data"] if t["meta"]["role"] == "baseline")
         expected_base = float(rows[rows.drafter == BASELINE].output_tokens_per_s.iloc[0])
         assert baseline["y"] == pytest.approx([expected_base, expected_base])
         speedup = _chart(at, "tp_chart_speedup_a")
-        for trace in speedup["data"]:
+        for trace in (t for t in speedup["data"] if t["meta"]["role"] == "measured"):
             k = trace["meta"]["k"]
             expected = table[(table.drafter == trace["meta"]["drafter"]) & (table.num_speculative_tokens == k)]
             assert trace["y"] == pytest.approx(list(expected.sort_values("concurrency").speedup))
@@ -207,7 +212,7 @@ def test_throughput_page_without_sweeps_says_how_to_record_one(monkeypatch):
 
 
 def test_methods_page_walks_the_weather_step_and_exports_a_config():
-    from specviz.catalog import PHASES
+    from specviz.walkthrough import PHASES
 
     at = AppTest.from_file("../app.py", default_timeout=240)  # the first run imports vLLM's config
     at.switch_page("app_pages/methods.py").run()
@@ -241,7 +246,9 @@ def test_methods_page_walks_the_weather_step_and_exports_a_config():
 # ---- tuning page ---------------------------------------------------------------------------------
 
 from specviz import tuning as _tuning  # noqa: E402
-from specviz.sweep import BASELINE as _BASELINE, load_sweep as _load_sweep, sweep_table as _sweep_table  # noqa: E402
+from specviz.sweep import BASELINE as _BASELINE  # noqa: E402
+from specviz.sweep import load_sweep as _load_sweep  # noqa: E402
+from specviz.sweep_table import sweep_table as _sweep_table  # noqa: E402
 
 
 def _tune_page() -> AppTest:

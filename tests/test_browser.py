@@ -11,6 +11,7 @@ package; Playwright's own browser download is not used. Skipped when either is m
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -26,10 +27,12 @@ if not os.path.exists(CHROMIUM):
     pytest.skip(f"{CHROMIUM} is missing (scripts/setup.sh installs it as root with apt)", allow_module_level=True)
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
 
-from specviz.render import output_roles, step_roles  # noqa: E402
-from specviz.trace import Request, Step, list_run_files, load_run, save_run  # noqa: E402
-
 from conftest import make_run  # noqa: E402
+
+from specviz import race  # noqa: E402
+from specviz.render import output_roles, step_roles  # noqa: E402
+from specviz.runfile import SAMPLE_RUNS_DIR, Request, Step, list_run_files, load_run, save_run  # noqa: E402
+from specviz.showcase import example_step, opening_request, opening_run  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
@@ -129,17 +132,21 @@ def _wait_idle(page) -> None:
 
 
 def _expected_chips(req: Request) -> dict[str, int]:
-    """Chips per role on the page: one in the legend, then the output, then the first 60 steps' rows."""
+    """Chips per role on the page: one in the legend, the example step, the output, the first 60 steps' rows."""
     out = [r for _, r in output_roles(req)]
     rows = [r for s in req.steps[:STEPS_SHOWN] for _, r in step_roles(s)]
-    return {role: 1 + out.count(role) + rows.count(role) for role in ("accepted", "correction", "discarded")}
+    ex = example_step(req)
+    example = [r for _, r in step_roles(req.steps[ex])] if ex is not None else []
+    return {role: 1 + example.count(role) + out.count(role) + rows.count(role)
+            for role in ("accepted", "correction", "discarded")}
 
 
 def _speculative_sample() -> tuple[Path, dict[str, int]]:
     """The first ngram sample whose default request (the first) shows all three roles beyond the legend."""
     for path in list_run_files():
         if "ngram" in path.name:
-            want = _expected_chips(load_run(path).requests[0])
+            run = load_run(path)
+            want = _expected_chips(run.requests[opening_request(run)])  # the request the view opens on
             if all(n > 1 for n in want.values()):
                 return path, want
     pytest.fail("no ngram sample run in sample_runs/ shows accepted, correction and discarded tokens")
@@ -165,9 +172,10 @@ def _screenshot(page, path: Path) -> None:
 
 def test_speculative_sample_shows_its_chips(page):
     path, want = _speculative_sample()
-    _select_run_file(page, path.name)
+    name = str(path.relative_to(SAMPLE_RUNS_DIR))  # as the selectbox lists it ("showcase/...")
+    _select_run_file(page, name)
     _wait_idle(page)
-    sync_api.expect(page.locator(".st-key-run_file").get_by_role("combobox")).to_have_value(path.name)
+    sync_api.expect(page.locator(".st-key-run_file").get_by_role("combobox")).to_have_value(name)
     for role, n in want.items():
         sync_api.expect(page.locator(f"span.sv-{role}")).to_have_count(n)
         sync_api.expect(page.locator(f"span.sv-{role}").first).to_be_visible()
@@ -200,7 +208,8 @@ def test_html_looking_tokens_are_shown_as_text(page, tmp_path):
     _wait_idle(page)
     # the uploaded run is on screen: its request id in the request selectbox, its chips in the rows
     sync_api.expect(page.locator(".st-key-request_id").get_by_role("combobox")).to_have_value("xss: Say hi")
-    sync_api.expect(page.locator("span.sv-discarded")).to_have_count(1 + 1)  # legend + the "<b>bold?</b>" tail
+    # the legend, then the "<b>bold?</b>" tail in the example step and in its step row
+    sync_api.expect(page.locator("span.sv-discarded")).to_have_count(1 + 1 + 1)
     assert page.evaluate("() => typeof window.__pwned") == "undefined"
     text = page.locator("body").inner_text()
     assert "<script>" in text and "</script>" in text
@@ -209,3 +218,93 @@ def test_html_looking_tokens_are_shown_as_text(page, tmp_path):
     assert page.locator(".sv-output script, .sv-row script, .sv-output img, .sv-row img, .sv-row b").count() == 0
     page.wait_for_timeout(500)  # an onerror would fire asynchronously; look again
     assert page.evaluate("() => typeof window.__pwned") == "undefined"
+
+
+# ---- a newcomer's first minute: a speculative run on the first screen, then the race ------------------
+
+
+def _sample_entries():
+    return [(str(p.relative_to(SAMPLE_RUNS_DIR)), load_run(p)) for p in list_run_files()]
+
+
+def test_newcomer_sees_speculation_on_the_first_screen_and_races_it(page):
+    entries = _sample_entries()
+    name = opening_run(entries)
+    run = dict(entries)[name]
+    req = run.requests[opening_request(run)]
+    _wait_idle(page)
+    # the app opened on the best speculative sample run, on the request that shows drafting best
+    sync_api.expect(page.locator(".st-key-run_file").get_by_role("combobox")).to_have_value(name)
+    assert run.meta.speculative_config is not None
+    # accepted and rejected chips of a real step, not only the legend's samples, without scrolling
+    for role in ("accepted", "rejected", "correction"):
+        chip = page.locator(f".sv-example span.sv-{role}").first
+        sync_api.expect(chip).to_be_in_viewport()
+    sync_api.expect(page.locator(".sv-output span.sv-accepted").first).to_be_in_viewport()
+    mal = page.get_by_test_id("stMetricValue").nth(1)
+    sync_api.expect(mal).not_to_have_text("–")
+    button = page.get_by_role("button", name="🏁 Race it against the baseline")
+    sync_api.expect(button).to_be_in_viewport()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.evaluate("() => document.activeElement?.blur()")
+    page.screenshot(path=str(ARTIFACTS / "newcomer_first_screen.png"))
+
+    # one click: the race starts, both lanes fill, and the finish line shows the measured speedup
+    button.click()
+    sync_api.expect(page.locator(".sv-lane")).to_have_count(2)
+    pair = race.find_baseline(run, [e for e in entries if e[0] != name])
+    the_race = race.race_for(pair, req, race.spec_label(run))
+    result = page.locator(".sv-result")
+    sync_api.expect(result).to_be_visible(timeout=TIMEOUT_MS)  # the replay takes a few seconds
+    sync_api.expect(result).to_contain_text(f"finished {the_race.speedup:.2f}x faster")
+    sync_api.expect(page.locator(".sv-lane-spec .sv-flag-done")).to_contain_text(
+        f"finished in {the_race.speculative.finish_s:.2f} s")
+    sync_api.expect(page.locator(".sv-lane-spec .sv-stat b").nth(1)).to_have_text(
+        str(the_race.speculative.num_passes))  # target passes, counted up to the recorded total
+    sync_api.expect(page.locator(".sv-lane-spec span.sv-accepted").first).to_be_visible()
+    sync_api.expect(page.get_by_role("button", name="↻ Race again")).to_be_visible()
+    _wait_idle(page)
+    _screenshot(page, ARTIFACTS / "playground_race_finished.png")
+
+
+def test_dragging_across_the_timeline_chooses_the_step_rows(page):
+    _wait_idle(page)
+    chart = page.locator("[class*='st-key-step_timeline_'] .vega-embed svg.marks, "
+                         "[class*='st-key-step_timeline_'] .vega-embed canvas").first
+    chart.scroll_into_view_if_needed()
+    page.wait_for_timeout(500)
+    rows = page.locator(".sv-row .sv-stepno")
+    sync_api.expect(rows.nth(1)).to_have_text("step 1")  # (row 0 is the example step, unlabelled)
+    box = chart.bounding_box()
+    y = box["y"] + box["height"] * 0.6
+    page.mouse.move(box["x"] + box["width"] * 0.45, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.65, y, steps=8)
+    page.mouse.up()
+    caption = page.get_by_text(re.compile(r"Step rows \d+–\d+ of \d+ \(chosen on the timeline"))
+    sync_api.expect(caption).to_be_visible()
+    _wait_idle(page)
+    first, last = (int(n) for n in re.search(r"Step rows (\d+)–(\d+)", caption.inner_text()).groups())
+    assert 1 < first <= last
+    sync_api.expect(rows.nth(1)).to_have_text(f"step {first}")  # the rows follow once the rerun lands
+    labels = [t for t in rows.all_inner_texts() if t]
+    assert labels == [f"step {i}" for i in range(first, last + 1)]
+    _screenshot(page, ARTIFACTS / "playground_timeline_brushed.png")
+
+
+@pytest.mark.parametrize("path", ["", "methods", "throughput", "tuning"])
+def test_screenshot_of_every_page(browser, app_url, path):
+    context = browser.new_context(viewport={"width": 1440, "height": 1000})
+    p = context.new_page()
+    p.set_default_timeout(TIMEOUT_MS)
+    try:
+        p.goto(f"{app_url}/{path}")
+        sync_api.expect(p.get_by_test_id("stMainBlockContainer").get_by_role("heading").first).to_be_visible()
+        _wait_idle(p)
+        if path in ("throughput", "tuning"):
+            sync_api.expect(p.locator(".main-svg").first).to_be_visible()
+        assert p.get_by_test_id("stException").count() == 0
+        p.wait_for_timeout(1000)
+        _screenshot(p, ARTIFACTS / f"page_{path or 'playground'}.png")
+    finally:
+        context.close()

@@ -7,10 +7,11 @@ import json
 import pandas as pd
 import pytest
 
-from specviz import charts
+from specviz import chart_style, charts
 from specviz.metrics import StepFigures
 from specviz.references import MINIMAX_M3_EAGLE3_SPEED_BENCH, REFERENCES
-from specviz.sweep import BASELINE, Sweep, SweepCell, SweepGrid, sweep_table
+from specviz.sweep import BASELINE, Sweep, SweepCell, SweepGrid
+from specviz.sweep_table import sweep_table
 
 NGRAM = "ngram lookup 2-4"
 
@@ -75,14 +76,20 @@ def _trace(fig_spec: dict, name: str) -> dict:
     return next(t for t in fig_spec["data"] if t.get("name") == name)
 
 
+def _config(fig_spec: dict, drafter: str, k=None, role: str = "measured") -> dict:
+    """The trace of one drafter (and k) by its tags; legend names are short ("ngram k=3")."""
+    return next(t for t in fig_spec["data"] if t.get("meta", {}).get("role") == role
+                and t["meta"].get("drafter") == drafter and (k is None or t["meta"].get("k") == k))
+
+
 def test_speedup_is_over_the_baseline_at_the_same_concurrency(table):
     row = table[(table.drafter == NGRAM) & (table.num_speculative_tokens == 3) & (table.concurrency == 1)]
     assert float(row.speedup.iloc[0]) == pytest.approx(1.5)  # 45 / 30
     s = spec(charts.speedup_vs_concurrency(table, "caption"))
-    k3 = _trace(s, f"{NGRAM} k=3")
+    k3 = _trace(s, "ngram k=3")
     assert k3["x"] == [1, 4, 16]
     assert k3["y"] == pytest.approx([1.5, 0.95, 0.8])
-    assert _trace(s, f"{NGRAM} k=1")["y"] == pytest.approx([1.2, 1.05, 0.9])
+    assert _trace(s, "ngram k=1")["y"] == pytest.approx([1.2, 1.05, 0.9])
     # the dashed line at 1
     assert any(sh.get("y0") == 1 and sh.get("y1") == 1 and sh["line"]["dash"] == "dash" for sh in s["layout"]["shapes"])
 
@@ -111,13 +118,16 @@ def test_breakeven_on_constructed_speedups(speedups, expected):
     table = sweep_table(make_sweep(cells))
     assert charts.breakeven_concurrency(table, NGRAM) == expected
     assert charts.breakeven_concurrency(table, NGRAM, k=3) == expected
-    annotations = spec(charts.speedup_vs_concurrency(table, "c")).get("layout", {}).get("annotations", [])
-    marked = [a for a in annotations if "no k pays" in a.get("text", "")]
+    fig = spec(charts.speedup_vs_concurrency(table, "c"))
+    # marked by an ✕ named in the legend, not by text printed in the plot (labels would collide)
+    assert not [a for a in fig["layout"].get("annotations", []) if "no k pays" in a.get("text", "")]
+    marked = [t for t in fig["data"] if t["meta"]["role"] == "breakeven"]
     if expected is None:
         assert not marked
     else:
-        assert len(marked) == 1 and f"from concurrency {expected}" in marked[0]["text"]
-        assert marked[0]["y"] == pytest.approx(speedups[concurrencies.index(expected)])
+        assert len(marked) == 1 and marked[0]["name"] == f"ngram: no k pays from concurrency {expected}"
+        assert marked[0]["x"] == [expected]
+        assert marked[0]["y"] == pytest.approx([speedups[concurrencies.index(expected)]])
 
 
 def test_breakeven_ignores_cells_without_a_baseline():
@@ -131,14 +141,14 @@ def test_breakeven_ignores_cells_without_a_baseline():
 
 def test_best_k_speedup_chart_labels_the_k(table):
     s = spec(charts.speedup_vs_concurrency(table, "c", best_k=True))
-    best = _trace(s, f"{NGRAM} (best k)")
+    best = _trace(s, "ngram (best k)")
     assert best["y"] == pytest.approx([1.5, 1.05, 0.9])
     assert best["text"] == ["k=3", "k=1", "k=1"]
 
 
 def test_throughput_vs_k_at_one_concurrency_with_the_baseline_level(table):
     s = spec(charts.throughput_vs_k(table, 1, "caption"))
-    ngram = _trace(s, NGRAM)
+    ngram = _trace(s, "ngram")
     assert ngram["x"] == [1, 3] and ngram["y"] == pytest.approx([36.0, 45.0])
     base = next(t for t in s["data"] if t["meta"]["role"] == "baseline")
     assert base["y"] == [30.0, 30.0]
@@ -148,7 +158,7 @@ def test_throughput_vs_k_at_one_concurrency_with_the_baseline_level(table):
 
 def test_acceptance_length_vs_k_with_the_ceiling(table):
     s = spec(charts.acceptance_length_vs_k(table, 4, "c"))
-    assert _trace(s, NGRAM)["y"] == pytest.approx([1.8, 2.5])
+    assert _config(s, NGRAM)["y"] == pytest.approx([1.8, 2.5])
     ceiling = next(t for t in s["data"] if t["meta"]["role"] == "bound")
     assert ceiling["x"] == [1, 3] and ceiling["y"] == [2.0, 4.0]
 
@@ -181,13 +191,13 @@ def test_references_carry_their_sources():
 def test_latency_vs_throughput_has_one_point_per_cell(table):
     s = spec(charts.latency_vs_throughput(table, "c"))
     assert sum(len(t["x"]) for t in s["data"]) == len(table)
-    base = _trace(s, BASELINE)
-    assert base["text"] == ["c=1", "c=4", "c=16"]
+    base = _config(s, BASELINE)
+    assert base["text"] == ["c=1", "c=4", "c=16"] and "text" in base["mode"]
     assert base["y"][0] == pytest.approx(33.0)  # 0.033 s in ms
-    k3 = _trace(s, f"{NGRAM} k=3")
-    assert k3["text"] == ["c=1", "c=4", "c=16"]
+    k3 = _config(s, NGRAM, 3)
+    assert k3["text"] == ["c=1", "c=4", "c=16"] and "text" not in k3["mode"]  # in the hover only: no pile-up
     assert (k3["x"][0], k3["y"][0]) == (pytest.approx(45.0), pytest.approx(20.0))
-    assert [t["name"] for t in s["data"]] == [BASELINE, f"{NGRAM} k=1", f"{NGRAM} k=3"]
+    assert [t["name"] for t in s["data"]] == ["baseline (no drafting)", "ngram k=1", "ngram k=3"]
 
 
 def test_acceptance_by_prompt_set_groups_bars_per_prompt_set(table):
@@ -198,8 +208,9 @@ def test_acceptance_by_prompt_set_groups_bars_per_prompt_set(table):
     ]))
     s = spec(charts.acceptance_by_prompt_set(pd.concat([table, chat], ignore_index=True), "c"))
     assert [t["name"] for t in s["data"]] == ["code", "chat"]
-    assert _trace(s, "code")["x"] == [f"{NGRAM} k=1", f"{NGRAM} k=3"]
-    assert _trace(s, "chat")["x"] == [f"{NGRAM} k=3"]
+    assert _trace(s, "code")["x"] == ["ngram k=1", "ngram k=3"]
+    assert _trace(s, "code")["customdata"] == [f"{NGRAM} k=1", f"{NGRAM} k=3"]  # the full config, for the hover
+    assert _trace(s, "chat")["x"] == ["ngram k=3"]
     assert _trace(s, "chat")["y"] == pytest.approx([1.5])  # mean over concurrencies
 
 
@@ -214,3 +225,75 @@ def test_caption_says_cpu_figures_and_the_provenance(table):
     assert not charts.sweep_caption(gpu).startswith("CPU")
     title = spec(charts.latency_vs_throughput(table, caption))["layout"]["title"]["text"]
     assert "cpu (test cpu)" in title and "vLLM 0.32.0" in title
+
+
+DRAFT = "draft_model smollm2-135m-draft use_heterogeneous_vocab=True"
+EAGLE3 = "eagle3 smollm2-135m-eagle3"
+
+
+@pytest.fixture
+def three_drafters():
+    """Three drafters at k=1 and k=3, concurrency 1 and 8, over a baseline of 30 / 100 tok/s."""
+    cells = [make_cell(BASELINE, None, 1, 30.0), make_cell(BASELINE, None, 8, 100.0)]
+    for i, d in enumerate([NGRAM, DRAFT, EAGLE3]):
+        for k in (1, 3):
+            cells += [make_cell(d, k, 1, 33.0 + 3 * i + k, acceptance_length=1.5 + 0.1 * k),
+                      make_cell(d, k, 8, 95.0 - 10 * i - k, acceptance_length=1.5 + 0.1 * k)]
+    return sweep_table(make_sweep(cells))
+
+
+def test_short_names_are_the_method_and_unique():
+    assert chart_style.short_names([NGRAM, DRAFT, EAGLE3]) == {NGRAM: "ngram", DRAFT: "draft", EAGLE3: "eagle3"}
+    two = chart_style.short_names(["ngram lookup 2-4", "ngram lookup 1-3", EAGLE3])
+    assert two == {"ngram lookup 2-4": "ngram 2-4", "ngram lookup 1-3": "ngram 1-3", EAGLE3: "eagle3"}
+
+
+def test_colour_by_drafter_dash_and_marker_by_k_full_config_in_the_hover(three_drafters):
+    for fig in (charts.speedup_vs_concurrency(three_drafters, "c"), charts.latency_vs_throughput(three_drafters, "c")):
+        s = spec(fig)
+        measured = [t for t in s["data"] if t["meta"]["role"] == "measured" and t["meta"]["drafter"] != BASELINE]
+        assert {t["name"] for t in measured} == {f"{n} k={k}" for n in ("ngram", "draft", "eagle3") for k in (1, 3)}
+        colours = {t["meta"]["drafter"]: set() for t in measured}
+        for t in measured:
+            colours[t["meta"]["drafter"]].add(t["line"]["color"])
+            assert t["line"]["color"] == t["marker"]["color"]
+            k = t["meta"]["k"]
+            assert t["line"]["dash"] == {1: "solid", 3: "dash"}[k]
+            assert t["marker"]["symbol"] == {1: "circle", 3: "square"}[k]
+            assert charts.config_label(t["meta"]["drafter"], k) in t["hovertemplate"]  # the full config
+        assert all(len(c) == 1 for c in colours.values())  # one colour per drafter ...
+        assert len({next(iter(c)) for c in colours.values()}) == 3  # ... and three different ones
+
+
+def test_breakeven_and_baseline_are_marked_and_type_is_large(three_drafters):
+    s = spec(charts.speedup_vs_concurrency(three_drafters, "c"))
+    marks = [t for t in s["data"] if t["meta"]["role"] == "breakeven"]
+    assert sorted(t["name"] for t in marks) == ["draft: no k pays from concurrency 8",
+                                                "eagle3: no k pays from concurrency 8",
+                                                "ngram: no k pays from concurrency 8"]
+    assert all(t["marker"]["color"] == _config(s, t["meta"]["drafter"], 1)["line"]["color"] for t in marks)
+    assert not s["layout"].get("annotations")  # no text printed in the plot: the legend names everything
+    assert any(t["meta"]["role"] == "baseline" and t["name"].startswith("baseline = 1x") for t in s["data"])
+    assert s["layout"]["font"]["size"] >= 15 and s["layout"]["legend"]["font"]["size"] >= 14
+    assert s["layout"]["xaxis"]["tickfont"]["size"] >= 14 and s["layout"]["yaxis"]["title"]["font"]["size"] >= 16
+    # the legend sits a fixed distance below the plot area, clear of the axis title
+    lay = s["layout"]
+    plot_px = lay["height"] - lay["margin"]["t"] - lay["margin"]["b"]
+    assert -lay["legend"]["y"] * plot_px == pytest.approx(chart_style.LEGEND_GAP_PX)
+    rows = chart_style.legend_rows(charts.speedup_vs_concurrency(three_drafters, "c"), 1100)
+    assert lay["margin"]["b"] >= chart_style.LEGEND_GAP_PX + rows * chart_style.LEGEND_ROW_PX  # room for it all
+
+
+def test_point_labels_never_print_over_each_other():
+    import plotly.graph_objects as go
+
+    fig = go.Figure([
+        go.Scatter(x=[1, 3], y=[2.00, 2.30], mode="markers+text", text=["+2%", "+5%"], name="a"),
+        go.Scatter(x=[1, 3], y=[2.05, 1.00], mode="markers+text", text=["-1%", "+9%"], name="b"),  # 2.05 near 2.00
+        go.Scatter(x=[1, 3], y=[5.00, 6.00], mode="lines", name="bound"),
+    ])
+    s = spec(chart_style.declutter_labels(fig))
+    a, b = s["data"][0], s["data"][1]
+    assert "texttemplate" not in a  # nothing of a's is hidden
+    assert b["texttemplate"] == ["", "%{text}"]  # b's label at x=1 would cover a's; its hover keeps it
+    assert b["text"] == ["-1%", "+9%"]

@@ -1,0 +1,91 @@
+"""What the app opens on: the recorded run (and request) that shows speculative decoding best.
+
+Pure functions over (name, Run) pairs; names are paths relative to sample_runs/, such as
+"showcase/ngram-edit-c1.json.gz" or "smollm2-ngram-k3-code-c1.json.gz".
+
+    opening_run(entries)   the run the Playground opens on:
+        1. runs under showcase/ when that folder holds a speculative run, else every run;
+        2. among them the valid, complete, traced speculative runs with accepted drafts;
+        3. the best: one with a baseline to race against (race.find_baseline), then concurrency 1
+           (a single request on the engine is the cleanest race), then the highest mean acceptance
+           length (1 + accepted / drafts).
+       With the sample runs of this repository: smollm2-ngram-k3-code-c1 (3.34 tokens per pass at
+       concurrency 1, raced against smollm2-baseline-code-c1); the concurrency-4 run's 3.36 loses on
+       the second rule.
+    opening_request(run)   the request shown first: one that had a draft rejected (so every chip role
+        can show) with the most accepted drafts; else the one with the most accepted drafts.
+    example_step(req)      the step to show as the request's example at the top: the one that accepted
+        the most drafts and still had one rejected (accepted, rejected, correction and discarded chips
+        in one row, like "sunny and ~~warm~~ clear ~~outside~~"); else the one that accepted the most.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TypeVar
+
+from .metrics import run_acceptance
+from .race import find_baseline, is_speculative
+from .runfile import Request, Run
+
+SHOWCASE_DIR = "showcase"
+K = TypeVar("K")
+
+
+def _in_showcase(name) -> bool:
+    return str(name).replace("\\", "/").startswith(f"{SHOWCASE_DIR}/")
+
+
+def _accepted(req: Request) -> int:
+    return sum(s.num_accepted for s in req.steps)
+
+
+def _rejected(req: Request) -> int:
+    return sum(1 for s in req.steps if s.draft_token_ids and s.num_accepted < s.num_drafts)
+
+
+def showable(run: Run) -> bool:
+    """A speculative run worth opening on: valid, complete, traced, with drafts accepted."""
+    return (is_speculative(run) and run.meta.complete and run.meta.traced
+            and any(_accepted(r) for r in run.requests))
+
+
+def opening_run(entries: Sequence[tuple[K, Run]]) -> K | None:
+    """The name of the run to open on (see the module docstring); the first name if none is speculative."""
+    if not entries:
+        return None
+    pool = [(n, r) for n, r in entries if _in_showcase(n) and showable(r)] or \
+           [(n, r) for n, r in entries if showable(r)]
+    if not pool:
+        return entries[0][0]
+
+    def score(entry: tuple[K, Run]) -> tuple:
+        _, run = entry
+        length = run_acceptance(run).mean_acceptance_length or 0.0
+        return (find_baseline(run, entries) is not None, run.meta.concurrency == 1, length)
+
+    return max(pool, key=score)[0]  # max keeps the first of equals: the list order breaks ties
+
+
+def opening_request(run: Run) -> int:
+    """Index of the request to show first (see the module docstring); 0 when nothing was accepted."""
+    if not run.requests:
+        return 0
+    scores = [(_rejected(r) > 0, _accepted(r)) for r in run.requests]
+    best = max(range(len(scores)), key=lambda i: scores[i])
+    return best if scores[best][1] else 0
+
+
+def example_step(req: Request) -> int | None:
+    """Index of the step to show as the request's example (see the module docstring); None without drafts."""
+    drafted = [i for i, s in enumerate(req.steps) if s.draft_token_ids]
+    if not drafted:
+        return None
+
+    def score(i: int) -> tuple:
+        s = req.steps[i]
+        rejected = s.num_accepted < s.num_drafts
+        return (s.num_accepted > 0 and rejected, rejected and s.num_drafts - s.num_accepted > 1, s.num_accepted,
+                -i)
+
+    return max(drafted, key=score)

