@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from specviz import charts, ui
+from specviz import ui
+from specviz.charts import sweeps as sweep_charts
 from specviz.references import MINIMAX_M3_EAGLE3_SPEED_BENCH
 from specviz.sweep import BASELINE, Sweep
 from specviz.tuning import list_sweep_files
@@ -35,7 +36,7 @@ class Side:
         return sorted(int(c) for c in self.table["concurrency"].unique())
 
     def caption(self, concurrency: int | None = None) -> str:
-        return charts.sweep_caption(self.table, concurrency=concurrency, model=self.model)
+        return sweep_charts.sweep_caption(self.table, concurrency=concurrency, model=self.model)
 
 
 def init_state() -> None:
@@ -99,12 +100,12 @@ def _measured_as(table: pd.DataFrame) -> str:
 
 def _breakeven_lines(side: Side) -> list[str]:
     lines = []
-    for d in charts.drafters(side.table):
-        best = charts.best_k_rows(side.table, d)
+    for d in sweep_charts.drafters(side.table):
+        best = sweep_charts.best_k_rows(side.table, d)
         if best.empty:
             lines.append(f"**{d}**: no speedup figures (no baseline at its concurrencies).")
             continue
-        c = charts.breakeven_concurrency(side.table, d)
+        c = sweep_charts.breakeven_concurrency(side.table, d)
         top = int(best["concurrency"].max())
         if c is None:
             lines.append(f"**{d}**: some k beats the baseline at every concurrency measured up to {top}.")
@@ -159,7 +160,7 @@ concurrency = top[2].selectbox("Concurrency", concurrencies, key="tp_concurrency
 for side in sides:
     grid = side.sweep.grid
     st.caption(f"**{side.name}**: target {grid.target_model.rstrip('/').split('/')[-1]} · drafters "
-               f"{', '.join(charts.drafters(side.full)) or 'none'} · k {', '.join(map(str, grid.num_speculative_tokens))} "
+               f"{', '.join(sweep_charts.drafters(side.full)) or 'none'} · k {', '.join(map(str, grid.num_speculative_tokens))} "
                f"· concurrency {', '.join(map(str, grid.concurrencies))} · {len(side.sweep.cells)} cells")
     st.caption(_measured_as(side.full))
     if not side.sweep.complete:
@@ -170,22 +171,22 @@ for side in sides:
                 "not what a GPU deployment will get.")
 
 st.subheader("Throughput vs num_speculative_tokens")
-_draw(sides, "tp_chart_tput_k", lambda s: _missing(s, concurrency) or charts.throughput_vs_k(
+_draw(sides, "tp_chart_tput_k", lambda s: _missing(s, concurrency) or sweep_charts.throughput_vs_k(
     s.table, concurrency, s.caption(concurrency)))
 
 st.subheader("Speedup over the baseline vs concurrency")
 best_k = st.toggle("Each drafter's best k only", key="tp_best_k")
-_draw(sides, "tp_chart_speedup", lambda s: charts.speedup_vs_concurrency(s.table, s.caption(), best_k=best_k))
+_draw(sides, "tp_chart_speedup", lambda s: sweep_charts.speedup_vs_concurrency(s.table, s.caption(), best_k=best_k))
 for side, col in zip(sides, _columns(sides)):
     col.markdown("\n".join(f"- {line}" for line in _breakeven_lines(side)) or "No drafters in this sweep.")
 
 st.subheader("Mean acceptance length vs num_speculative_tokens")
-_draw(sides, "tp_chart_al_k", lambda s: _missing(s, concurrency) or charts.acceptance_length_vs_k(
+_draw(sides, "tp_chart_al_k", lambda s: _missing(s, concurrency) or sweep_charts.acceptance_length_vs_k(
     s.table, concurrency, s.caption(concurrency)))
 
 st.subheader("Acceptance per draft position")
 rows_a = sides[0].table[(sides[0].table["concurrency"] == concurrency) & (sides[0].table["drafter"] != BASELINE)]
-configs = {charts.config_label(d, k): (d, int(k)) for d, k in zip(rows_a["drafter"], rows_a["num_speculative_tokens"])}
+configs = {sweep_charts.config_label(d, k): (d, int(k)) for d, k in zip(rows_a["drafter"], rows_a["num_speculative_tokens"])}
 if configs:
     ui.keep_valid("tp_position_config", list(configs))
     # Open on the k of the published reference when the sweep has it, else on the largest k.
@@ -206,7 +207,7 @@ if configs:
         rates = list(cell["acceptance_rate_per_pos"].iloc[0])
         if not rates:
             return f"'{s.name}': {config} at concurrency {concurrency} verified no drafts."
-        return charts.acceptance_per_position_vs_reference(
+        return sweep_charts.acceptance_per_position_vs_reference(
             rates, f"{config} at concurrency {concurrency}", s.caption(concurrency),
             REFERENCE if show_reference else None)
 
@@ -220,7 +221,7 @@ else:
     st.info(f"No drafter cells at concurrency {concurrency} in '{sides[0].name}'.")
 
 st.subheader("Latency vs throughput")
-_draw(sides, "tp_chart_latency", lambda s: charts.latency_vs_throughput(s.table, s.caption()))
+_draw(sides, "tp_chart_latency", lambda s: sweep_charts.latency_vs_throughput(s.table, s.caption()))
 
 st.subheader("Acceptance by prompt set")
 parts = []
@@ -231,7 +232,7 @@ for side in sides:
     parts.append(t)
 combined = pd.concat(parts, ignore_index=True)
 if combined["prompt_set"].nunique() > 1:
-    st.plotly_chart(charts.acceptance_by_prompt_set(combined, charts.sweep_caption(combined)),
+    st.plotly_chart(sweep_charts.acceptance_by_prompt_set(combined, sweep_charts.sweep_caption(combined)),
                     key="tp_chart_prompt_sets", width="stretch")
 else:
     st.info(f"'{sides[0].name}' was measured on one prompt set ('{sides[0].prompt_set}'). Compare it with a sweep "

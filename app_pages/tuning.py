@@ -5,7 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from specviz import charts, ui
+from specviz import ui
+from specviz.charts import sweeps as sweep_charts
+from specviz.charts import tuning as tuning_charts
 from specviz.config import ConfigError
 from specviz.tuning import (
     CUT_IS_VALID,
@@ -104,7 +106,7 @@ with st.sidebar:
                                    "over the prediction to show the gap.")
 
 pred = predict(sweep, drafter, recorded_k)
-caption = charts.sweep_caption(table, model=sweep.grid.target_model)
+caption = sweep_charts.sweep_caption(table, model=sweep.grid.target_model)
 st.caption(caption)
 st.markdown(
     f"Acceptance from the **{drafter}** cell at **k={recorded_k}**, cut at every smaller k; the cost of a target pass "
@@ -147,8 +149,8 @@ st.dataframe(at_k, key="tune_table", hide_index=True, column_config={
 })
 
 left, right = st.columns(2)
-left.plotly_chart(charts.tuning_throughput(pred, caption, k), key="tune_chart_tput", width="stretch")
-right.plotly_chart(charts.tuning_acceptance(pred, caption, k), key="tune_chart_al", width="stretch")
+left.plotly_chart(tuning_charts.tuning_throughput(pred, caption, k), key="tune_chart_tput", width="stretch")
+right.plotly_chart(tuning_charts.tuning_acceptance(pred, caption, k), key="tune_chart_al", width="stretch")
 
 st.subheader("Recommended k per concurrency")
 recs = pred.recommend()

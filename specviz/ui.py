@@ -9,7 +9,9 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from . import charts, render, showcase, timeline
+from . import render, showcase
+from .charts import timeline
+from .charts.acceptance import acceptance_per_position
 from .metrics import Summary, count_acceptance, request_acceptance_length, summarize
 from .platforms import pitfall_hints
 from .runfile import Request, Run
@@ -80,7 +82,7 @@ def request_view(req: Request, caption: str, *, steps: slice | None = None, char
     left.markdown(render.output_html(req), unsafe_allow_html=True)
     acc = count_acceptance(req.steps)
     if acc.num_drafts:
-        right.plotly_chart(charts.acceptance_per_position(acc, caption), key=chart_key, width="stretch")
+        right.plotly_chart(acceptance_per_position(acc, caption), key=chart_key, width="stretch")
     if not req.steps:
         chunks_view(req, container)
         return

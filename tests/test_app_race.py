@@ -9,7 +9,8 @@ import re
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specviz import race, showcase, timeline
+from specviz import race, showcase
+from specviz.charts import timeline
 from specviz.render import step_roles
 from specviz.runfile import SAMPLE_RUNS_DIR, list_run_files, load_run
 

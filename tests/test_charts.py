@@ -7,7 +7,8 @@ import json
 import pandas as pd
 import pytest
 
-from specviz import chart_style, charts
+from specviz.charts import style as chart_style
+from specviz.charts import sweeps as sweep_charts
 from specviz.metrics import StepFigures
 from specviz.references import MINIMAX_M3_EAGLE3_SPEED_BENCH, REFERENCES
 from specviz.sweep import BASELINE, Sweep, SweepCell, SweepGrid
@@ -85,7 +86,7 @@ def _config(fig_spec: dict, drafter: str, k=None, role: str = "measured") -> dic
 def test_speedup_is_over_the_baseline_at_the_same_concurrency(table):
     row = table[(table.drafter == NGRAM) & (table.num_speculative_tokens == 3) & (table.concurrency == 1)]
     assert float(row.speedup.iloc[0]) == pytest.approx(1.5)  # 45 / 30
-    s = spec(charts.speedup_vs_concurrency(table, "caption"))
+    s = spec(sweep_charts.speedup_vs_concurrency(table, "caption"))
     k3 = _trace(s, "ngram k=3")
     assert k3["x"] == [1, 4, 16]
     assert k3["y"] == pytest.approx([1.5, 0.95, 0.8])
@@ -96,10 +97,10 @@ def test_speedup_is_over_the_baseline_at_the_same_concurrency(table):
 
 def test_breakeven_with_the_best_k_and_with_one_k(table):
     # best k: 1.5 (k=3) at c=1, 1.05 (k=1) at c=4, 0.9 at c=16 -> stops paying at 16
-    assert charts.breakeven_concurrency(table, NGRAM) == 16
-    assert charts.breakeven_concurrency(table, NGRAM, k=1) == 16
-    assert charts.breakeven_concurrency(table, NGRAM, k=3) == 4  # 0.95 at c=4 and 0.8 at c=16
-    best = charts.best_k_rows(table, NGRAM)
+    assert sweep_charts.breakeven_concurrency(table, NGRAM) == 16
+    assert sweep_charts.breakeven_concurrency(table, NGRAM, k=1) == 16
+    assert sweep_charts.breakeven_concurrency(table, NGRAM, k=3) == 4  # 0.95 at c=4 and 0.8 at c=16
+    best = sweep_charts.best_k_rows(table, NGRAM)
     assert list(best.concurrency) == [1, 4, 16]
     assert [int(k) for k in best.num_speculative_tokens] == [3, 1, 1]
 
@@ -116,9 +117,9 @@ def test_breakeven_on_constructed_speedups(speedups, expected):
     cells = [make_cell(BASELINE, None, c, 100.0) for c in concurrencies]
     cells += [make_cell(NGRAM, 3, c, 100.0 * s) for c, s in zip(concurrencies, speedups)]
     table = sweep_table(make_sweep(cells))
-    assert charts.breakeven_concurrency(table, NGRAM) == expected
-    assert charts.breakeven_concurrency(table, NGRAM, k=3) == expected
-    fig = spec(charts.speedup_vs_concurrency(table, "c"))
+    assert sweep_charts.breakeven_concurrency(table, NGRAM) == expected
+    assert sweep_charts.breakeven_concurrency(table, NGRAM, k=3) == expected
+    fig = spec(sweep_charts.speedup_vs_concurrency(table, "c"))
     # marked by an ✕ named in the legend, not by text printed in the plot (labels would collide)
     assert not [a for a in fig["layout"].get("annotations", []) if "no k pays" in a.get("text", "")]
     marked = [t for t in fig["data"] if t["meta"]["role"] == "breakeven"]
@@ -134,20 +135,20 @@ def test_breakeven_ignores_cells_without_a_baseline():
     cells = [make_cell(BASELINE, None, 1, 30.0), make_cell(NGRAM, 3, 1, 45.0), make_cell(NGRAM, 3, 4, 20.0)]
     table = sweep_table(make_sweep(cells))
     assert table.speedup.isna().sum() == 1  # no baseline at concurrency 4
-    assert charts.breakeven_concurrency(table, NGRAM) is None
+    assert sweep_charts.breakeven_concurrency(table, NGRAM) is None
     only_baseline = sweep_table(make_sweep([make_cell(BASELINE, None, 1, 30.0)]))
-    assert charts.breakeven_concurrency(only_baseline, NGRAM) is None
+    assert sweep_charts.breakeven_concurrency(only_baseline, NGRAM) is None
 
 
 def test_best_k_speedup_chart_labels_the_k(table):
-    s = spec(charts.speedup_vs_concurrency(table, "c", best_k=True))
+    s = spec(sweep_charts.speedup_vs_concurrency(table, "c", best_k=True))
     best = _trace(s, "ngram (best k)")
     assert best["y"] == pytest.approx([1.5, 1.05, 0.9])
     assert best["text"] == ["k=3", "k=1", "k=1"]
 
 
 def test_throughput_vs_k_at_one_concurrency_with_the_baseline_level(table):
-    s = spec(charts.throughput_vs_k(table, 1, "caption"))
+    s = spec(sweep_charts.throughput_vs_k(table, 1, "caption"))
     ngram = _trace(s, "ngram")
     assert ngram["x"] == [1, 3] and ngram["y"] == pytest.approx([36.0, 45.0])
     base = next(t for t in s["data"] if t["meta"]["role"] == "baseline")
@@ -157,7 +158,7 @@ def test_throughput_vs_k_at_one_concurrency_with_the_baseline_level(table):
 
 
 def test_acceptance_length_vs_k_with_the_ceiling(table):
-    s = spec(charts.acceptance_length_vs_k(table, 4, "c"))
+    s = spec(sweep_charts.acceptance_length_vs_k(table, 4, "c"))
     assert _config(s, NGRAM)["y"] == pytest.approx([1.8, 2.5])
     ceiling = next(t for t in s["data"] if t["meta"]["role"] == "bound")
     assert ceiling["x"] == [1, 3] and ceiling["y"] == [2.0, 4.0]
@@ -165,10 +166,10 @@ def test_acceptance_length_vs_k_with_the_ceiling(table):
 
 def test_reference_trace_is_separate_labelled_and_cited():
     measured = [0.8, 0.5, 0.2]
-    plain = spec(charts.acceptance_per_position_vs_reference(measured, "ngram k=3", "c"))
+    plain = spec(sweep_charts.acceptance_per_position_vs_reference(measured, "ngram k=3", "c"))
     assert [t["meta"]["role"] for t in plain["data"]] == ["measured"]
     assert plain["data"][0]["y"] == measured
-    fig = spec(charts.acceptance_per_position_vs_reference(measured, "ngram k=3", "c", MINIMAX_M3_EAGLE3_SPEED_BENCH))
+    fig = spec(sweep_charts.acceptance_per_position_vs_reference(measured, "ngram k=3", "c", MINIMAX_M3_EAGLE3_SPEED_BENCH))
     measured_trace, ref = fig["data"]
     assert measured_trace["y"] == measured  # the measured bars are untouched
     assert ref["meta"]["role"] == "reference"
@@ -189,7 +190,7 @@ def test_references_carry_their_sources():
 
 
 def test_latency_vs_throughput_has_one_point_per_cell(table):
-    s = spec(charts.latency_vs_throughput(table, "c"))
+    s = spec(sweep_charts.latency_vs_throughput(table, "c"))
     assert sum(len(t["x"]) for t in s["data"]) == len(table)
     base = _config(s, BASELINE)
     assert base["text"] == ["c=1", "c=4", "c=16"] and "text" in base["mode"]
@@ -206,7 +207,7 @@ def test_acceptance_by_prompt_set_groups_bars_per_prompt_set(table):
         make_cell(NGRAM, 3, 1, 33.0, acceptance_length=1.4, prompt_set="chat"),
         make_cell(NGRAM, 3, 4, 33.0, acceptance_length=1.6, prompt_set="chat"),
     ]))
-    s = spec(charts.acceptance_by_prompt_set(pd.concat([table, chat], ignore_index=True), "c"))
+    s = spec(sweep_charts.acceptance_by_prompt_set(pd.concat([table, chat], ignore_index=True), "c"))
     assert [t["name"] for t in s["data"]] == ["code", "chat"]
     assert _trace(s, "code")["x"] == ["ngram k=1", "ngram k=3"]
     assert _trace(s, "code")["customdata"] == [f"{NGRAM} k=1", f"{NGRAM} k=3"]  # the full config, for the hover
@@ -215,15 +216,15 @@ def test_acceptance_by_prompt_set_groups_bars_per_prompt_set(table):
 
 
 def test_caption_says_cpu_figures_and_the_provenance(table):
-    caption = charts.sweep_caption(table, concurrency=4, model="/models/tiny/")
+    caption = sweep_charts.sweep_caption(table, concurrency=4, model="/models/tiny/")
     assert caption.startswith("CPU figures")
     for part in ("concurrency 4", "prompt set 'code'", "max 48 output tokens", "8 requests per cell",
                  "cpu (test cpu)", "vLLM 0.32.0", "tiny"):
         assert part in caption, part
-    assert "concurrency 1, 4, 16" in charts.sweep_caption(table)
+    assert "concurrency 1, 4, 16" in sweep_charts.sweep_caption(table)
     gpu = sweep_table(make_sweep([make_cell(BASELINE, None, 1, 30.0, platform="rocm")]))
-    assert not charts.sweep_caption(gpu).startswith("CPU")
-    title = spec(charts.latency_vs_throughput(table, caption))["layout"]["title"]["text"]
+    assert not sweep_charts.sweep_caption(gpu).startswith("CPU")
+    title = spec(sweep_charts.latency_vs_throughput(table, caption))["layout"]["title"]["text"]
     assert "cpu (test cpu)" in title and "vLLM 0.32.0" in title
 
 
@@ -249,7 +250,7 @@ def test_short_names_are_the_method_and_unique():
 
 
 def test_colour_by_drafter_dash_and_marker_by_k_full_config_in_the_hover(three_drafters):
-    for fig in (charts.speedup_vs_concurrency(three_drafters, "c"), charts.latency_vs_throughput(three_drafters, "c")):
+    for fig in (sweep_charts.speedup_vs_concurrency(three_drafters, "c"), sweep_charts.latency_vs_throughput(three_drafters, "c")):
         s = spec(fig)
         measured = [t for t in s["data"] if t["meta"]["role"] == "measured" and t["meta"]["drafter"] != BASELINE]
         assert {t["name"] for t in measured} == {f"{n} k={k}" for n in ("ngram", "draft", "eagle3") for k in (1, 3)}
@@ -260,13 +261,13 @@ def test_colour_by_drafter_dash_and_marker_by_k_full_config_in_the_hover(three_d
             k = t["meta"]["k"]
             assert t["line"]["dash"] == {1: "solid", 3: "dash"}[k]
             assert t["marker"]["symbol"] == {1: "circle", 3: "square"}[k]
-            assert charts.config_label(t["meta"]["drafter"], k) in t["hovertemplate"]  # the full config
+            assert sweep_charts.config_label(t["meta"]["drafter"], k) in t["hovertemplate"]  # the full config
         assert all(len(c) == 1 for c in colours.values())  # one colour per drafter ...
         assert len({next(iter(c)) for c in colours.values()}) == 3  # ... and three different ones
 
 
 def test_breakeven_and_baseline_are_marked_and_type_is_large(three_drafters):
-    s = spec(charts.speedup_vs_concurrency(three_drafters, "c"))
+    s = spec(sweep_charts.speedup_vs_concurrency(three_drafters, "c"))
     marks = [t for t in s["data"] if t["meta"]["role"] == "breakeven"]
     assert sorted(t["name"] for t in marks) == ["draft: no k pays from concurrency 8",
                                                 "eagle3: no k pays from concurrency 8",
@@ -280,7 +281,7 @@ def test_breakeven_and_baseline_are_marked_and_type_is_large(three_drafters):
     lay = s["layout"]
     plot_px = lay["height"] - lay["margin"]["t"] - lay["margin"]["b"]
     assert -lay["legend"]["y"] * plot_px == pytest.approx(chart_style.LEGEND_GAP_PX)
-    rows = chart_style.legend_rows(charts.speedup_vs_concurrency(three_drafters, "c"), 1100)
+    rows = chart_style.legend_rows(sweep_charts.speedup_vs_concurrency(three_drafters, "c"), 1100)
     assert lay["margin"]["b"] >= chart_style.LEGEND_GAP_PX + rows * chart_style.LEGEND_ROW_PX  # room for it all
 
 

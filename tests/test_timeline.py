@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specviz import timeline
+from specviz.charts import timeline
 
 
 def test_the_worked_example_as_bars(weather_run):

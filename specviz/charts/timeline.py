@@ -24,7 +24,7 @@ from collections.abc import Mapping
 import altair as alt
 import pandas as pd
 
-from .runfile import Request
+from ..runfile import Request
 
 BRUSH = "steps"  # the name of the interval selection; the event's selection is keyed by it
 DEFAULT_STEPS = 60  # rows shown before anything is brushed

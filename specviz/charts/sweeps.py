@@ -1,40 +1,19 @@
-"""Pure figure builders: data in, plotly figure out. Pages only place them."""
+"""Figures of a sweep table (specviz.sweep_table: one row per measured cell): throughput and speedup
+against k and concurrency, acceptance, latency. Each builder takes the cells of one prompt set;
+every figure carries its provenance in its subtitle, and CPU figures say plainly that they are CPU
+figures. Pure: data in, plotly figure out; pages only place them.
+"""
 
 from __future__ import annotations
 
+import math
+
+import pandas as pd
 import plotly.graph_objects as go
 
-from .metrics import Acceptance
-
-
-def acceptance_per_position(acc: Acceptance, caption: str) -> go.Figure:
-    """Bar per draft position j: the share of drafted steps that accepted more than j drafts."""
-    rates = acc.acceptance_rate_per_pos
-    fig = go.Figure(go.Bar(
-        x=[f"{j + 1}" for j in range(len(rates))], y=rates,
-        text=[f"{r:.0%}" for r in rates], textposition="outside",
-        hovertemplate="draft position %{x}: %{y:.1%} accepted<extra></extra>",
-    ))
-    fig.update_layout(
-        title=dict(text=f"Acceptance per draft position<br><sup>{caption}</sup>"),
-        xaxis_title="draft position", yaxis_title="accepted", yaxis_tickformat=".0%",
-        yaxis_range=[0, 1.1], height=300, margin=dict(t=60, b=40, l=40, r=10),
-    )
-    return fig
-
-
-# ---- throughput ----------------------------------------------------------------------------------
-# Figures of a sweep table (specviz.sweep.sweep_table: one row per measured cell). Each builder takes
-# the cells of one prompt set; every figure carries its provenance in its subtitle, and CPU figures
-# say plainly that they are CPU figures.
-
-import math  # noqa: E402
-
-import pandas as pd  # noqa: E402
-
-from . import chart_style  # noqa: E402
-from .references import Reference  # noqa: E402
-from .sweep import BASELINE  # noqa: E402
+from ..references import Reference
+from ..sweep import BASELINE
+from . import style as chart_style
 
 _BASELINE_STYLE = dict(color="#7f7f7f", dash="dash", width=2)
 _REFERENCE_STYLE = dict(color="#444444", dash="dot", width=2)
@@ -125,7 +104,7 @@ def _title(title: str, caption: str, width: int = 100) -> dict:
                 xref="paper", y=1, yref="container", yanchor="top", pad=dict(t=12))
 
 
-def _layout(fig: go.Figure, title: str, caption: str, *, caption_width: int = 100, legend_width_px: int = 1100,
+def figure_layout(fig: go.Figure, title: str, caption: str, *, caption_width: int = 100, legend_width_px: int = 1100,
             **layout) -> go.Figure:
     """Title and provenance, then chart_style: short labels, colour by drafter, dash by k, large type."""
     title = _title(title, caption, caption_width)
@@ -208,7 +187,7 @@ def throughput_vs_k(table: pd.DataFrame, concurrency: int, caption: str) -> go.F
             name=f"baseline, no drafting ({b:.1f} tokens/s)", meta=dict(role="baseline", concurrency=concurrency),
             hovertemplate=f"baseline: {b:.1f} output tokens/s<extra></extra>",
         ))
-    return _layout(fig, f"Throughput vs num_speculative_tokens at concurrency {concurrency}"
+    return figure_layout(fig, f"Throughput vs num_speculative_tokens at concurrency {concurrency}"
                    + (" (median, bars: min-max over runs)" if "output_tokens_per_s_min" in rows else ""), caption,
                    xaxis=dict(title_text="num_speculative_tokens (k)", tickvals=ks),
                    yaxis=dict(title_text="output tokens/s", rangemode="tozero"))
@@ -258,7 +237,7 @@ def speedup_vs_concurrency(table: pd.DataFrame, caption: str, *, best_k: bool = 
         x=[None], y=[None], mode="lines", line=dict(_BASELINE_STYLE, width=3), meta=dict(role="baseline"),
         name="baseline = 1x (shaded below: slower)", hoverinfo="skip", legendrank=1,
     ))
-    return _layout(fig, "Speedup over the baseline vs concurrency" + (" (best k)" if best_k else ""), caption,
+    return figure_layout(fig, "Speedup over the baseline vs concurrency" + (" (best k)" if best_k else ""), caption,
                    xaxis=axis, yaxis=dict(title_text="speedup (output tokens/s ÷ baseline's)", rangemode="tozero"))
 
 
@@ -282,7 +261,7 @@ def acceptance_length_vs_k(table: pd.DataFrame, concurrency: int, caption: str) 
             x=ks, y=[k + 1.0 for k in ks], mode="lines", line=dict(color="#bbbbbb", dash="dot"),
             name="ceiling: every draft accepted (k + 1)", meta=dict(role="bound"), hoverinfo="skip",
         ))
-    return _layout(fig, f"Mean acceptance length vs num_speculative_tokens at concurrency {concurrency}"
+    return figure_layout(fig, f"Mean acceptance length vs num_speculative_tokens at concurrency {concurrency}"
                    + (" (bars: 90% interval over requests)" if _spread_bars(
                        rows, "mean_acceptance_length", "mean_acceptance_length_low", "mean_acceptance_length_high")
                       else ""), caption,
@@ -317,7 +296,7 @@ def acceptance_per_position_vs_reference(rates: list[float], label: str, caption
             xref="paper", yref="paper", x=0, y=-0.42, xanchor="left", yanchor="top", showarrow=False,
             align="left", font=dict(size=10, color=_REFERENCE_STYLE["color"]), name="reference source",
         )
-    fig = _layout(fig, f"Acceptance per draft position: {label}", caption,
+    fig = figure_layout(fig, f"Acceptance per draft position: {label}", caption,
                   xaxis=dict(title_text="draft position", tickvals=list(range(1, n + 1))),
                   yaxis=dict(title_text="accepted (share of drafted steps)", tickformat=".0%", range=[0, 1.1]),
                   height=420 if reference is not None else 380)
@@ -355,7 +334,7 @@ def latency_vs_throughput(table: pd.DataFrame, caption: str) -> go.Figure:
             hovertemplate=f"{name} %{{text}}<br>%{{x:.1f}} output tokens/s<br>%{{y:.1f}} ms per output token (p50)"
                           "<extra></extra>",
         ))
-    return _layout(fig, "Latency vs throughput (one point per cell)", caption,
+    return figure_layout(fig, "Latency vs throughput (one point per cell)", caption,
                    xaxis=dict(title_text="output tokens/s (all requests)", rangemode="tozero"),
                    yaxis=dict(title_text="time per output token, p50 (ms)", rangemode="tozero"))
 
@@ -375,169 +354,6 @@ def acceptance_by_prompt_set(table: pd.DataFrame, caption: str) -> go.Figure:
             meta=dict(role="measured", prompt_set=str(ps)),
             hovertemplate=f"prompt set '{ps}'<br>%{{x}}: %{{y:.2f}} tokens per target pass<extra></extra>",
         ))
-    return _layout(fig, "Mean acceptance length by prompt set (mean over concurrencies)", caption,
+    return figure_layout(fig, "Mean acceptance length by prompt set (mean over concurrencies)", caption,
                    barmode="group", xaxis=dict(title_text="drafter and k"),
                    yaxis=dict(title_text="tokens per target pass", rangemode="tozero"))
-
-
-# ---- tuning --------------------------------------------------------------------------------------
-# Figures of a specviz.tuning.Prediction: predicted lines over k per concurrency, the measured sweep
-# cells drawn over them as markers labelled with the prediction's gap, so a miss is shown, not hidden.
-
-import plotly.colors  # noqa: E402
-
-from .tuning import Prediction  # noqa: E402
-
-
-def _tuning_color(i: int) -> str:
-    palette = plotly.colors.qualitative.Plotly
-    return palette[i % len(palette)]
-
-
-def _gap_text(err: float | None) -> str:
-    return "" if err is None else f"{err:+.0%}"
-
-
-def _tuning_layout(fig: go.Figure, title: str, caption: str, **layout) -> go.Figure:
-    """The sweep figures' layout for a half-width chart; the legend has one entry per concurrency (its
-    predicted line and measured markers toggle together) and one for what the markers mean."""
-    for t in fig.data:
-        m = t.meta if isinstance(t.meta, dict) else {}
-        if m.get("concurrency") is not None and m.get("role") in ("predicted", "measured", "gap"):
-            t.legendgroup = f"concurrency {m['concurrency']}"
-            if m.get("role") == "predicted":
-                t.name, t.legendrank = f"concurrency {m['concurrency']}", 100 + int(m["concurrency"])
-            elif m.get("role") == "measured":
-                t.showlegend = False
-        else:
-            t.legendrank = 2000
-    if any((t.meta or {}).get("role") == "measured" for t in fig.data if isinstance(t.meta, dict)):
-        fig.add_trace(go.Scatter(
-            x=[None], y=[None], mode="markers", name="measured cell (◇ the cell acceptance was cut from)",
-            marker=dict(color="#888888", size=10), meta=dict(role="legend"), hoverinfo="skip", legendrank=2000,
-        ))
-    return _layout(fig, title, caption, caption_width=70, legend_width_px=520, **layout)
-
-
-def tuning_throughput(pred: Prediction, caption: str, k: int | None = None) -> go.Figure:
-    """Predicted output tokens/s vs k (0 = baseline) per concurrency; measured cells as markers with the gap.
-
-    Each measured marker (the median of the cell's runs, bars from its min to its max) is labelled
-    with (predicted - measured) / measured; the cells whose acceptance was cut at every k are open
-    diamonds. A dotted segment joins prediction and measurement, a star marks the recommended k, a
-    vertical line the chosen k.
-    """
-    fig = go.Figure()
-    recommended = {r.concurrency: r for r in pred.recommend()}
-    for i, c in enumerate(pred.concurrencies):
-        color = _tuning_color(i)
-        rows = [r for r in pred.rows if r.concurrency == c]
-        if rows:
-            fig.add_trace(go.Scatter(
-                x=[r.num_speculative_tokens for r in rows], y=[r.output_tokens_per_s for r in rows],
-                mode="lines", line=dict(color=color, width=2), name=f"concurrency {c}: predicted",
-                meta=dict(role="predicted", concurrency=c),
-                customdata=[[r.tokens_per_step, r.pass_time_s * 1000, r.speedup] for r in rows],
-                hovertemplate=(f"concurrency {c}, k=%{{x}}: %{{y:.1f}} output tokens/s predicted<br>"
-                               "%{customdata[0]:.2f} tokens per target pass, pass %{customdata[1]:.1f} ms (fitted), "
-                               "%{customdata[2]:.2f}x<extra></extra>"),
-            ))
-        measured = [m for m in pred.measured if m.concurrency == c]
-        if measured:
-            spread = [(m.output_tokens_per_s_max - m.output_tokens_per_s,
-                       m.output_tokens_per_s - m.output_tokens_per_s_min) for m in measured]
-            fig.add_trace(go.Scatter(
-                x=[m.num_speculative_tokens for m in measured], y=[m.output_tokens_per_s for m in measured],
-                error_y=dict(type="data", symmetric=False, array=[u for u, _ in spread],
-                             arrayminus=[d for _, d in spread], thickness=1.5, width=4)
-                if any(u or d for u, d in spread) else None,
-                mode="markers+text", text=[_gap_text(m.relative_error) if not m.used_for_prediction else ""
-                                           for m in measured],
-                textposition="middle right", textfont=dict(color=color),
-                marker=dict(color=color, size=10, line=dict(color=color, width=2),
-                            symbol=["diamond-open" if m.used_for_prediction else "circle" for m in measured]),
-                name=f"concurrency {c}: measured (◇ acceptance cut from it)",
-                meta=dict(role="measured", concurrency=c),
-                customdata=[[m.predicted_output_tokens_per_s if m.predicted_output_tokens_per_s is not None
-                             else float("nan"), "acceptance cut from this cell" if m.used_for_prediction else "checked",
-                             f"median of {m.repeats} run(s), {m.output_tokens_per_s_min:.1f}-"
-                             f"{m.output_tokens_per_s_max:.1f}", "traced" if m.traced else "untraced, vLLM's counters"]
-                            for m in measured],
-                hovertemplate=(f"concurrency {c}, k=%{{x}}: %{{y:.1f}} output tokens/s measured "
-                               "(%{customdata[2]}; %{customdata[3]})<br>"
-                               "predicted %{customdata[0]:.1f} (%{text}) · %{customdata[1]}<extra></extra>"),
-            ))
-        gaps = [m for m in measured if m.predicted_output_tokens_per_s is not None and not m.used_for_prediction]
-        if gaps:
-            fig.add_trace(go.Scatter(
-                x=[v for m in gaps for v in (m.num_speculative_tokens, m.num_speculative_tokens, None)],
-                y=[v for m in gaps for v in (m.predicted_output_tokens_per_s, m.output_tokens_per_s, None)],
-                mode="lines", line=dict(color=color, dash="dot", width=1), name=f"gap, concurrency {c}",
-                showlegend=False, meta=dict(role="gap", concurrency=c), hoverinfo="skip",
-            ))
-        rec = recommended.get(c)
-        if rec is not None:
-            fig.add_trace(go.Scatter(
-                x=[rec.num_speculative_tokens], y=[rec.output_tokens_per_s], mode="markers",
-                marker=dict(symbol="star", size=16, color=color, line=dict(color="black", width=1)),
-                name="recommended k (highest predicted)", showlegend=i == 0,
-                meta=dict(role="recommended", concurrency=c),
-                hovertemplate=f"recommended at concurrency {c}: k=%{{x}}, %{{y:.1f}} output tokens/s<extra></extra>",
-            ))
-    ks = sorted({r.num_speculative_tokens for r in pred.rows} | {m.num_speculative_tokens for m in pred.measured})
-    if k is not None:
-        fig.add_vline(x=k, line=dict(color="#444444", dash="dashdot", width=1),
-                      annotation_text=f"k={k}", annotation_position="top")
-    return _tuning_layout(fig, f"Throughput vs k, predicted: {pred.drafter}", caption,
-                   height=500, xaxis=dict(title_text="num_speculative_tokens (k); 0 = no speculation", tickvals=ks),
-                   yaxis=dict(title_text="output tokens/s", rangemode="tozero"))
-
-
-def tuning_acceptance(pred: Prediction, caption: str, k: int | None = None) -> go.Figure:
-    """Predicted mean acceptance length vs k per concurrency (the recorded histogram cut at k), Leviathan's
-    closed form (1 - a^(k+1)) / (1 - a) with a fitted at the recorded k as a dotted comparison, and the
-    measured cells as markers."""
-    fig = go.Figure()
-    for i, c in enumerate(pred.concurrencies):
-        color = _tuning_color(i)
-        rows = [r for r in pred.rows if r.concurrency == c and r.num_speculative_tokens > 0]
-        if rows:
-            fig.add_trace(go.Scatter(
-                x=[r.num_speculative_tokens for r in rows], y=[r.mean_acceptance_length for r in rows],
-                mode="lines", line=dict(color=color, width=2), name=f"concurrency {c}: predicted (cut at k)",
-                meta=dict(role="predicted", concurrency=c),
-                hovertemplate=f"concurrency {c}, k=%{{x}}: %{{y:.2f}} predicted<extra></extra>",
-            ))
-            fig.add_trace(go.Scatter(
-                x=[r.num_speculative_tokens for r in rows], y=[r.leviathan_mean_acceptance_length for r in rows],
-                mode="lines", line=dict(color=color, dash="dot", width=1),
-                name="Leviathan et al. closed form, one fitted rate (dotted)", showlegend=i == 0,
-                meta=dict(role="leviathan", concurrency=c),
-                hovertemplate=f"Leviathan et al. 2023, concurrency {c}, k=%{{x}}: %{{y:.2f}}<extra></extra>",
-            ))
-        measured = [m for m in pred.measured if m.concurrency == c and m.mean_acceptance_length is not None]
-        if measured:
-            predicted = {r.num_speculative_tokens: r.mean_acceptance_length for r in rows}
-            fig.add_trace(go.Scatter(
-                x=[m.num_speculative_tokens for m in measured], y=[m.mean_acceptance_length for m in measured],
-                mode="markers+text", textposition="middle right", textfont=dict(color=color),
-                text=[_gap_text(predicted[m.num_speculative_tokens] / m.mean_acceptance_length - 1)
-                      if m.num_speculative_tokens in predicted and not m.used_for_prediction else ""
-                      for m in measured],
-                marker=dict(color=color, size=10, line=dict(color=color, width=2),
-                            symbol=["diamond-open" if m.used_for_prediction else "circle" for m in measured]),
-                name=f"concurrency {c}: measured", meta=dict(role="measured", concurrency=c),
-                hovertemplate=f"concurrency {c}, k=%{{x}}: %{{y:.2f}} measured (%{{text}})<extra></extra>",
-            ))
-    ks = sorted({r.num_speculative_tokens for r in pred.rows if r.num_speculative_tokens}
-                | {m.num_speculative_tokens for m in pred.measured if m.num_speculative_tokens})
-    if ks:
-        fig.add_trace(go.Scatter(
-            x=ks, y=[j + 1.0 for j in ks], mode="lines", line=dict(color="#bbbbbb", dash="dot"),
-            name="ceiling: every draft accepted (k + 1)", meta=dict(role="bound"), hoverinfo="skip",
-        ))
-    if k is not None:
-        fig.add_vline(x=k, line=dict(color="#444444", dash="dashdot", width=1))
-    return _tuning_layout(fig, f"Mean acceptance length vs k: {pred.drafter}", caption,
-                   height=500, xaxis=dict(title_text="num_speculative_tokens (k)", tickvals=ks),
-                   yaxis=dict(title_text="tokens per drafted target pass", rangemode="tozero"))

@@ -1,0 +1,165 @@
+"""The Tuning page's charts: predicted throughput and acceptance at every k, measured cells beside them."""
+
+from __future__ import annotations
+
+# Figures of a specviz.tuning.Prediction: predicted lines over k per concurrency, the measured sweep
+# cells drawn over them as markers labelled with the prediction's gap, so a miss is shown, not hidden.
+import plotly.colors
+import plotly.graph_objects as go
+
+from ..tuning import Prediction
+from .sweeps import figure_layout
+
+
+def _tuning_color(i: int) -> str:
+    palette = plotly.colors.qualitative.Plotly
+    return palette[i % len(palette)]
+
+
+def _gap_text(err: float | None) -> str:
+    return "" if err is None else f"{err:+.0%}"
+
+
+def _tuning_layout(fig: go.Figure, title: str, caption: str, **layout) -> go.Figure:
+    """The sweep figures' layout for a half-width chart; the legend has one entry per concurrency (its
+    predicted line and measured markers toggle together) and one for what the markers mean."""
+    for t in fig.data:
+        m = t.meta if isinstance(t.meta, dict) else {}
+        if m.get("concurrency") is not None and m.get("role") in ("predicted", "measured", "gap"):
+            t.legendgroup = f"concurrency {m['concurrency']}"
+            if m.get("role") == "predicted":
+                t.name, t.legendrank = f"concurrency {m['concurrency']}", 100 + int(m["concurrency"])
+            elif m.get("role") == "measured":
+                t.showlegend = False
+        else:
+            t.legendrank = 2000
+    if any((t.meta or {}).get("role") == "measured" for t in fig.data if isinstance(t.meta, dict)):
+        fig.add_trace(go.Scatter(
+            x=[None], y=[None], mode="markers", name="measured cell (◇ the cell acceptance was cut from)",
+            marker=dict(color="#888888", size=10), meta=dict(role="legend"), hoverinfo="skip", legendrank=2000,
+        ))
+    return figure_layout(fig, title, caption, caption_width=70, legend_width_px=520, **layout)
+
+
+def tuning_throughput(pred: Prediction, caption: str, k: int | None = None) -> go.Figure:
+    """Predicted output tokens/s vs k (0 = baseline) per concurrency; measured cells as markers with the gap.
+
+    Each measured marker (the median of the cell's runs, bars from its min to its max) is labelled
+    with (predicted - measured) / measured; the cells whose acceptance was cut at every k are open
+    diamonds. A dotted segment joins prediction and measurement, a star marks the recommended k, a
+    vertical line the chosen k.
+    """
+    fig = go.Figure()
+    recommended = {r.concurrency: r for r in pred.recommend()}
+    for i, c in enumerate(pred.concurrencies):
+        color = _tuning_color(i)
+        rows = [r for r in pred.rows if r.concurrency == c]
+        if rows:
+            fig.add_trace(go.Scatter(
+                x=[r.num_speculative_tokens for r in rows], y=[r.output_tokens_per_s for r in rows],
+                mode="lines", line=dict(color=color, width=2), name=f"concurrency {c}: predicted",
+                meta=dict(role="predicted", concurrency=c),
+                customdata=[[r.tokens_per_step, r.pass_time_s * 1000, r.speedup] for r in rows],
+                hovertemplate=(f"concurrency {c}, k=%{{x}}: %{{y:.1f}} output tokens/s predicted<br>"
+                               "%{customdata[0]:.2f} tokens per target pass, pass %{customdata[1]:.1f} ms (fitted), "
+                               "%{customdata[2]:.2f}x<extra></extra>"),
+            ))
+        measured = [m for m in pred.measured if m.concurrency == c]
+        if measured:
+            spread = [(m.output_tokens_per_s_max - m.output_tokens_per_s,
+                       m.output_tokens_per_s - m.output_tokens_per_s_min) for m in measured]
+            fig.add_trace(go.Scatter(
+                x=[m.num_speculative_tokens for m in measured], y=[m.output_tokens_per_s for m in measured],
+                error_y=dict(type="data", symmetric=False, array=[u for u, _ in spread],
+                             arrayminus=[d for _, d in spread], thickness=1.5, width=4)
+                if any(u or d for u, d in spread) else None,
+                mode="markers+text", text=[_gap_text(m.relative_error) if not m.used_for_prediction else ""
+                                           for m in measured],
+                textposition="middle right", textfont=dict(color=color),
+                marker=dict(color=color, size=10, line=dict(color=color, width=2),
+                            symbol=["diamond-open" if m.used_for_prediction else "circle" for m in measured]),
+                name=f"concurrency {c}: measured (◇ acceptance cut from it)",
+                meta=dict(role="measured", concurrency=c),
+                customdata=[[m.predicted_output_tokens_per_s if m.predicted_output_tokens_per_s is not None
+                             else float("nan"), "acceptance cut from this cell" if m.used_for_prediction else "checked",
+                             f"median of {m.repeats} run(s), {m.output_tokens_per_s_min:.1f}-"
+                             f"{m.output_tokens_per_s_max:.1f}", "traced" if m.traced else "untraced, vLLM's counters"]
+                            for m in measured],
+                hovertemplate=(f"concurrency {c}, k=%{{x}}: %{{y:.1f}} output tokens/s measured "
+                               "(%{customdata[2]}; %{customdata[3]})<br>"
+                               "predicted %{customdata[0]:.1f} (%{text}) · %{customdata[1]}<extra></extra>"),
+            ))
+        gaps = [m for m in measured if m.predicted_output_tokens_per_s is not None and not m.used_for_prediction]
+        if gaps:
+            fig.add_trace(go.Scatter(
+                x=[v for m in gaps for v in (m.num_speculative_tokens, m.num_speculative_tokens, None)],
+                y=[v for m in gaps for v in (m.predicted_output_tokens_per_s, m.output_tokens_per_s, None)],
+                mode="lines", line=dict(color=color, dash="dot", width=1), name=f"gap, concurrency {c}",
+                showlegend=False, meta=dict(role="gap", concurrency=c), hoverinfo="skip",
+            ))
+        rec = recommended.get(c)
+        if rec is not None:
+            fig.add_trace(go.Scatter(
+                x=[rec.num_speculative_tokens], y=[rec.output_tokens_per_s], mode="markers",
+                marker=dict(symbol="star", size=16, color=color, line=dict(color="black", width=1)),
+                name="recommended k (highest predicted)", showlegend=i == 0,
+                meta=dict(role="recommended", concurrency=c),
+                hovertemplate=f"recommended at concurrency {c}: k=%{{x}}, %{{y:.1f}} output tokens/s<extra></extra>",
+            ))
+    ks = sorted({r.num_speculative_tokens for r in pred.rows} | {m.num_speculative_tokens for m in pred.measured})
+    if k is not None:
+        fig.add_vline(x=k, line=dict(color="#444444", dash="dashdot", width=1),
+                      annotation_text=f"k={k}", annotation_position="top")
+    return _tuning_layout(fig, f"Throughput vs k, predicted: {pred.drafter}", caption,
+                   height=500, xaxis=dict(title_text="num_speculative_tokens (k); 0 = no speculation", tickvals=ks),
+                   yaxis=dict(title_text="output tokens/s", rangemode="tozero"))
+
+
+def tuning_acceptance(pred: Prediction, caption: str, k: int | None = None) -> go.Figure:
+    """Predicted mean acceptance length vs k per concurrency (the recorded histogram cut at k), Leviathan's
+    closed form (1 - a^(k+1)) / (1 - a) with a fitted at the recorded k as a dotted comparison, and the
+    measured cells as markers."""
+    fig = go.Figure()
+    for i, c in enumerate(pred.concurrencies):
+        color = _tuning_color(i)
+        rows = [r for r in pred.rows if r.concurrency == c and r.num_speculative_tokens > 0]
+        if rows:
+            fig.add_trace(go.Scatter(
+                x=[r.num_speculative_tokens for r in rows], y=[r.mean_acceptance_length for r in rows],
+                mode="lines", line=dict(color=color, width=2), name=f"concurrency {c}: predicted (cut at k)",
+                meta=dict(role="predicted", concurrency=c),
+                hovertemplate=f"concurrency {c}, k=%{{x}}: %{{y:.2f}} predicted<extra></extra>",
+            ))
+            fig.add_trace(go.Scatter(
+                x=[r.num_speculative_tokens for r in rows], y=[r.leviathan_mean_acceptance_length for r in rows],
+                mode="lines", line=dict(color=color, dash="dot", width=1),
+                name="Leviathan et al. closed form, one fitted rate (dotted)", showlegend=i == 0,
+                meta=dict(role="leviathan", concurrency=c),
+                hovertemplate=f"Leviathan et al. 2023, concurrency {c}, k=%{{x}}: %{{y:.2f}}<extra></extra>",
+            ))
+        measured = [m for m in pred.measured if m.concurrency == c and m.mean_acceptance_length is not None]
+        if measured:
+            predicted = {r.num_speculative_tokens: r.mean_acceptance_length for r in rows}
+            fig.add_trace(go.Scatter(
+                x=[m.num_speculative_tokens for m in measured], y=[m.mean_acceptance_length for m in measured],
+                mode="markers+text", textposition="middle right", textfont=dict(color=color),
+                text=[_gap_text(predicted[m.num_speculative_tokens] / m.mean_acceptance_length - 1)
+                      if m.num_speculative_tokens in predicted and not m.used_for_prediction else ""
+                      for m in measured],
+                marker=dict(color=color, size=10, line=dict(color=color, width=2),
+                            symbol=["diamond-open" if m.used_for_prediction else "circle" for m in measured]),
+                name=f"concurrency {c}: measured", meta=dict(role="measured", concurrency=c),
+                hovertemplate=f"concurrency {c}, k=%{{x}}: %{{y:.2f}} measured (%{{text}})<extra></extra>",
+            ))
+    ks = sorted({r.num_speculative_tokens for r in pred.rows if r.num_speculative_tokens}
+                | {m.num_speculative_tokens for m in pred.measured if m.num_speculative_tokens})
+    if ks:
+        fig.add_trace(go.Scatter(
+            x=ks, y=[j + 1.0 for j in ks], mode="lines", line=dict(color="#bbbbbb", dash="dot"),
+            name="ceiling: every draft accepted (k + 1)", meta=dict(role="bound"), hoverinfo="skip",
+        ))
+    if k is not None:
+        fig.add_vline(x=k, line=dict(color="#444444", dash="dashdot", width=1))
+    return _tuning_layout(fig, f"Mean acceptance length vs k: {pred.drafter}", caption,
+                   height=500, xaxis=dict(title_text="num_speculative_tokens (k)", tickvals=ks),
+                   yaxis=dict(title_text="tokens per drafted target pass", rangemode="tozero"))
