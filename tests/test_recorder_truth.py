@@ -102,3 +102,25 @@ def test_schema_1_files_still_open(weather_run, tmp_path):
     doc.pop("raw_trace_records")
     (tmp_path / "v1.json").write_text(json.dumps(doc))
     assert load_run(tmp_path / "v1.json").requests == weather_run.requests
+
+
+def _recorded_view_of(path: str) -> None:
+    """An AppTest script: the recorded-run view of one run file (the Playground's, without the file picker)."""
+    from specviz import ui
+    from specviz.runfile import load_run
+
+    ui.recorded_run_view(load_run(path))
+
+
+def test_the_app_opens_an_invalid_run_with_its_violation_and_failed_requests_beside_it(tmp_path):
+    from streamlit.testing.v1 import AppTest
+
+    results = [_result("run-0", [6, 7]), _result("run-1", [], error="HTTP 400: prompt too long")]
+    run = build_run(_FakeServer(), results, {"run-0": [make_step(2, [], [7])], "run-1": []}, run_id="run",
+                    prompt_set="unit", concurrency=1, max_tokens=2, sampling={}, raw_trace_records=[])
+    assert run.meta.invalid_reason
+    path = save_run(run, tmp_path / "invalid.json.gz")
+    at = AppTest.from_function(_recorded_view_of, args=(str(path),), default_timeout=60).run()
+    assert not at.exception
+    assert any("Invalid run" in e.value and "steps commit 1 tokens" in e.value for e in at.error)
+    assert any("1 of 2 requests failed" in w.value and "HTTP 400" in w.value for w in at.warning)
