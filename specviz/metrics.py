@@ -49,17 +49,21 @@ class Acceptance(Frozen):
         return [n / self.num_drafts for n in self.num_accepted_tokens_per_pos] if self.num_drafts else []
 
 
-def count_acceptance(steps: list[Step], k: int | None = None) -> Acceptance:
-    """Totals over steps that verified drafts; the per-position vector has length k (or the most drafts seen)."""
-    drafted = [s for s in steps if s.draft_token_ids]
-    width = k if k is not None else max((s.num_drafts for s in drafted), default=0)
+def count_acceptance(steps: list[Step], k: int | None = None, *, padded: bool = False) -> Acceptance:
+    """Totals over steps that verified drafts; the per-position vector has length k (or the most drafts seen).
+
+    padded=True counts as vLLM's own counters do (count_as_vllm): padded placeholder slots are drafts.
+    """
+    drafted = [s for s in steps if (s.verified if padded else s.draft_token_ids)]
+    slots = [s.num_drafts + (s.num_padded_drafts if padded else 0) for s in drafted]
+    width = k if k is not None else max(slots, default=0)
     per_pos = [0] * width
     for s in drafted:
         for j in range(s.num_accepted):
             per_pos[j] += 1
     return Acceptance(
         num_drafts=len(drafted),
-        num_draft_tokens=sum(s.num_drafts for s in drafted),
+        num_draft_tokens=sum(slots),
         num_accepted_tokens=sum(s.num_accepted for s in drafted),
         num_accepted_tokens_per_pos=per_pos,
     )
@@ -77,18 +81,7 @@ def count_as_vllm(steps: list[Step], k: int | None = None) -> Acceptance:
         count_acceptance: num_drafts 1, num_draft_tokens 4, accepted 2 -> acceptance length 3.0
         count_as_vllm:    num_drafts 2, num_draft_tokens 8, accepted 2 -> acceptance length 2.0
     """
-    verified = [s for s in steps if s.verified]
-    width = k if k is not None else max((s.num_drafts + s.num_padded_drafts for s in verified), default=0)
-    per_pos = [0] * width
-    for s in verified:
-        for j in range(s.num_accepted):
-            per_pos[j] += 1
-    return Acceptance(
-        num_drafts=len(verified),
-        num_draft_tokens=sum(s.num_drafts + s.num_padded_drafts for s in verified),
-        num_accepted_tokens=sum(s.num_accepted for s in verified),
-        num_accepted_tokens_per_pos=per_pos,
-    )
+    return count_acceptance(steps, k, padded=True)
 
 
 def acceptance_length_interval(run: Run, level: float = 0.9, resamples: int = 2000,

@@ -42,3 +42,19 @@ def weather_run() -> Run:
         finish_reason="length", steps=steps,
     )
     return make_run([req], k=4)
+
+
+@pytest.fixture
+def app():
+    """The whole app (app.py) after its first run, as a newcomer opens it."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file("../app.py", default_timeout=60)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def html_of(at) -> str:
+    """Every markdown element of an AppTest, joined: where the token views' HTML lands."""
+    return "\n".join(m.value for m in at.markdown)

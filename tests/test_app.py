@@ -1,23 +1,12 @@
 """AppTest: every page opens on the embedded default and shows what the run file holds."""
 
 import pytest
+from conftest import html_of
 from streamlit.testing.v1 import AppTest
 
 from specviz.render import output_roles, step_roles
 from specviz.runfile import SAMPLE_RUNS_DIR, list_run_files, load_run
 from specviz.showcase import example_step, opening_request
-
-
-@pytest.fixture
-def app():
-    at = AppTest.from_file("../app.py", default_timeout=60)
-    at.run()
-    assert not at.exception, at.exception
-    return at
-
-
-def _html(at) -> str:
-    return "\n".join(m.value for m in at.markdown)
 
 
 def test_recorded_run_opens_with_its_controls(app):
@@ -36,7 +25,7 @@ def test_every_sample_run_renders_the_counts_in_its_file(app):
         assert not app.exception, (path.name, app.exception)
         req = run.requests[opening_request(run)]  # the view opens on the request that shows drafting best
         assert app.selectbox(key="request_id").value == req.request_id
-        html = _html(app)
+        html = html_of(app)
         roles = [r for s in req.steps[:60] for _, r in step_roles(s)]
         out_roles = [r for _, r in output_roles(req)]
         ex = example_step(req)
@@ -224,10 +213,10 @@ def test_methods_page_walks_the_weather_step_and_exports_a_config():
     assert at.select_slider(key="methods_phase").value == PHASES[0]
     assert any("--speculative-config" in c.value for c in at.code)
 
-    before = _html(at)
+    before = html_of(at)
     at.select_slider(key="methods_phase").set_value(PHASES[3]).run()
     assert not at.exception, at.exception
-    after = _html(at)
+    after = html_of(at)
     assert after != before
     assert 'class="sv-chip sv-correction"' in after and 'class="sv-chip sv-correction"' not in before
 

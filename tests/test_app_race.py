@@ -7,7 +7,7 @@ import json
 import re
 
 import pytest
-from streamlit.testing.v1 import AppTest
+from conftest import html_of
 
 from specviz import race, showcase
 from specviz.charts import timeline
@@ -22,20 +22,10 @@ def entries():
     return [(str(p.relative_to(SAMPLE_RUNS_DIR)), load_run(p)) for p in list_run_files()]
 
 
-@pytest.fixture
-def app():
-    at = AppTest.from_file("../app.py", default_timeout=60)
-    at.run()
-    assert not at.exception, at.exception
-    return at
-
-
-def _html(at) -> str:
-    return "\n".join(m.value for m in at.markdown)
 
 
 def _row_numbers(at) -> list[int]:
-    return [int(n) for n in re.findall(r'class="sv-stepno">step (\d+)</span>', _html(at))]
+    return [int(n) for n in re.findall(r'class="sv-stepno">step (\d+)</span>', html_of(at))]
 
 
 def test_playground_opens_on_the_best_speculative_run(app, entries):
@@ -47,7 +37,7 @@ def test_playground_opens_on_the_best_speculative_run(app, entries):
     assert app.selectbox(key="request_id").value == req.request_id
     metrics = {m.label: m.value for m in app.metric}
     assert metrics["mean acceptance length"] != "–"
-    html = _html(app)
+    html = html_of(app)
     for role in ("accepted", "rejected", "correction"):  # beyond the legend's sample chip
         assert html.count(f'class="sv-chip sv-{role}"') > 1, role
     assert app.button(key="pg_race_open").label.startswith("🏁 Race")
@@ -71,7 +61,7 @@ def test_timeline_brush_chooses_the_step_rows(app, entries):
     app.run()
     assert not app.exception, app.exception
     assert _row_numbers(app) == [4, 5, 6, 7]
-    rows = re.findall(r'<div class="sv-row"><span class="sv-stepno">step \d+</span>.*?</div>', _html(app))
+    rows = re.findall(r'<div class="sv-row"><span class="sv-stepno">step \d+</span>.*?</div>', html_of(app))
     assert len(rows) == 4
     for row, step in zip(rows, req.steps[3:7]):  # the rows are those steps' chips, in order
         assert [r for r in re.findall(r'class="sv-chip sv-(\w+)"', row)] == [r for _, r in step_roles(step)]
@@ -92,7 +82,7 @@ def test_the_race_is_one_click_away_and_ends_on_the_speedup(app, entries):
     rid = app.selectbox(key="request_id").value
     app.button(key="pg_race_open").click().run()
     assert not app.exception, app.exception
-    html = _html(app)
+    html = html_of(app)
     assert len(re.findall(r'class="sv-lane( sv-lane-spec)?"', html)) == 2 and "baseline (no drafting)" in html
     assert race.spec_label(run) in html
     assert app.button(key="rec_race_play").label == "⏸ Pause"  # the click started it
@@ -104,15 +94,15 @@ def test_the_race_is_one_click_away_and_ends_on_the_speedup(app, entries):
     t = app.session_state["rec_race_t"]
     assert t == pytest.approx(the_race.next_event(0.0), abs=0.2)  # (plus the little it played before)
     assert app.button(key="rec_race_play").label == "▶ Resume"
-    clock = re.search(r"race clock ([\d.]+) s of ([\d.]+) s", _html(app))
+    clock = re.search(r"race clock ([\d.]+) s of ([\d.]+) s", html_of(app))
     assert float(clock.group(2)) == pytest.approx(the_race.duration_s, abs=0.051)  # 2 decimals, 1 from 10 s
 
     app.select_slider(key="rec_race_speed").set_value(4.0).run()
-    assert "replayed at 4x" in _html(app)
+    assert "replayed at 4x" in html_of(app)
 
     app.session_state["rec_race_t"] = the_race.duration_s  # the finish line
     app.run()
-    html = _html(app)
+    html = html_of(app)
     assert 'class="sv-result"' in html
     assert f"finished {the_race.speedup:.2f}x faster" in html
     assert app.button(key="rec_race_play").label == "↻ Race again"
