@@ -145,3 +145,11 @@ def test_warmup_prompts_are_distinct_and_in_no_prompt_set():
     prompts = warmup_prompts(4)
     assert len(set(prompts)) == 4
     assert not set(prompts) & {p for _, ps in BUILTIN_PROMPT_SETS.values() for p in ps}
+
+
+def test_the_servers_specviz_starts_import_this_checkout():
+    from specviz.config import TRACER_SCHEDULER_CLS
+    from specviz.serving.local import REPO_ROOT
+
+    module = TRACER_SCHEDULER_CLS.rpartition(".")[0]
+    assert (REPO_ROOT / (module.replace(".", "/") + ".py")).is_file()  # REPO_ROOT goes on the server's PYTHONPATH

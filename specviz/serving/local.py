@@ -32,7 +32,7 @@ from .recording import load_tokenizer
 from .server import EngineError, Provenance, local_device, vllm_version
 from .trace_reader import TRACE_FILE_ENV
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]  # put on the server's PYTHONPATH, so vLLM imports this specviz
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
