@@ -54,7 +54,7 @@ def tracer_for(requests: dict, path: str) -> TracingScheduler:
     tracer = object.__new__(TracingScheduler)  # the bookkeeping only: no engine behind it
     tracer.requests = requests
     tracer._trace_path, tracer._max_bytes, tracer._written, tracer._engine_step = path, 1 << 40, 0, 0
-    tracer._trace_file = open(path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115
+    tracer._trace_file = open(path, "a", buffering=1, encoding="utf-8")
     return tracer
 
 

@@ -306,7 +306,7 @@ def _quiet_stdout() -> None:
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
     except (AttributeError, OSError, ValueError):
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (lives until exit)
+        sys.stdout = open(os.devnull, "w")  # lives until exit
 
 
 def main(argv: list[str] | None = None) -> int:

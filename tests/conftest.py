@@ -58,3 +58,16 @@ def app():
 def html_of(at) -> str:
     """Every markdown element of an AppTest, joined: where the token views' HTML lands."""
     return "\n".join(m.value for m in at.markdown)
+
+
+@pytest.fixture(scope="module")
+def tiny_target(tmp_path_factory):
+    """A tiny random-weight target for the live page tests; stops the engine the page shared, after them."""
+    from specviz.demo_model import ensure_demo_model
+    from specviz.serving import local as local_servers
+    from specviz.testing.tiny_models import build_tiny_pair
+
+    target, _ = build_tiny_pair(tmp_path_factory.mktemp("tiny-page"), tokenizer_from=ensure_demo_model())
+    yield str(target)
+    for server in list(local_servers._live_servers):  # the page's shared engine lives in this process
+        server.stop()

@@ -6,21 +6,10 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from specviz import ui_race
-from specviz.demo_model import ensure_demo_model
-from specviz.serving import local as local_servers
-from specviz.testing.tiny_models import build_tiny_pair
 
 LOCAL = "Local engine (specviz starts it)"
 
 pytestmark = pytest.mark.live
-
-
-@pytest.fixture(scope="module")
-def tiny_target(tmp_path_factory):
-    target, _ = build_tiny_pair(tmp_path_factory.mktemp("race"), tokenizer_from=ensure_demo_model())
-    yield str(target)
-    for server in list(local_servers._live_servers):  # the page's shared engine lives in this process
-        server.stop()
 
 
 def test_race_generates_both_and_replays_them_side_by_side(tiny_target):

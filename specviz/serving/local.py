@@ -110,7 +110,7 @@ class LocalServer:
             "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),
         } | self.env
         self.trace_path.unlink(missing_ok=True)
-        log = open(self.log_path, "wb")  # noqa: SIM115 (the child keeps writing to it)
+        log = open(self.log_path, "wb")  # the child keeps writing to it
         self.start_time_s = time.time()
         self.proc = subprocess.Popen(
             self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

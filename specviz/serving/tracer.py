@@ -113,7 +113,7 @@ class TracingScheduler(Scheduler):
             )
         self._trace_path = path
         self._max_bytes = trace_max_bytes()
-        self._trace_file = open(path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 (lives with the engine)
+        self._trace_file = open(path, "a", buffering=1, encoding="utf-8")
         self._written = self._trace_file.tell()
         self._engine_step = 0
         logger.info("specviz tracer writing step records to %s (rotated past %d MB)", path,
@@ -158,7 +158,7 @@ class TracingScheduler(Scheduler):
         if self._written + len(line) + 1 > self._max_bytes and self._written > 0:
             self._trace_file.close()
             os.replace(self._trace_path, self._trace_path + ".1")
-            self._trace_file = open(self._trace_path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115
+            self._trace_file = open(self._trace_path, "a", buffering=1, encoding="utf-8")
             self._written = 0
         self._trace_file.write(line + "\n")
         self._written += len(line) + 1
