@@ -22,8 +22,8 @@ NGRAM_2_4 = {"method": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 4}
 DRAFT_MODEL = drafter_spec("draft_model", relative_to=ROOT)
 EAGLE3 = drafter_spec("eagle3", relative_to=ROOT)
 SWEEPS = {
-    # One run per cell as recorded (three repeats of its 10 configurations take about 70 minutes here).
-    "smollm2-chat": dict(prompts="builtin:chat", drafters=[NGRAM_2_4, DRAFT_MODEL, EAGLE3], k="1,3,5", repeats=1),
+    # Three repeats per cell: about 70 minutes for the chat sweep's 10 configurations here, 35 for code.
+    "smollm2-chat": dict(prompts="builtin:chat", drafters=[NGRAM_2_4, DRAFT_MODEL, EAGLE3], k="1,3,5", repeats=3),
     "smollm2-code": dict(prompts="builtin:code", drafters=[NGRAM_2_4], k="1,2,3,5", repeats=3),
 }
 COMMON = ["--concurrency", "1,2,4,8,16", "--num-requests", "16", "--max-tokens", "64", "--dtype", "bfloat16"]
