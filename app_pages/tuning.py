@@ -30,8 +30,7 @@ def _at_k(pred: Prediction, k: int) -> pd.DataFrame:
         row = pred.at(c, k)
         m = measured.get((c, k))
         if isinstance(row, TuningRefusal):
-            rows.append({"concurrency": c, "output tokens/s (measured)": m.output_tokens_per_s if m else None,
-                         "refused": row.reason})
+            rows.append({"concurrency": c, "output tokens/s (measured)": _measured(m), "refused": row.reason})
             continue
         rows.append({
             "concurrency": c,
@@ -40,27 +39,35 @@ def _at_k(pred: Prediction, k: int) -> pd.DataFrame:
             "time per pass (ms, fitted)": row.pass_time_s * 1000,
             "output tokens/s (predicted)": row.output_tokens_per_s,
             "speedup vs baseline": row.speedup,
-            "output tokens/s (measured)": m.output_tokens_per_s if m else None,
+            "output tokens/s (measured)": _measured(m),
             "measured min-max": _spread(m),
             "measured as": _how(m),
-            "gap": m.relative_error if m else None,  # at the recorded k too: the fitted step cost's own miss
+            "gap": f"{m.relative_error:+.1%}" if m else NOT_MEASURED,  # at the recorded k too: the fitted cost's own miss
         })
     return pd.DataFrame(rows)
 
 
-def _spread(m) -> str | None:
-    """'76.0-80.1 (3 runs)', or '1 run'."""
+NOT_MEASURED = "–"  # a k the sweep did not record: shown as a dash, not as "None"
+
+
+def _measured(m) -> str:
+    """The measured median output tokens/s as text ('76.0'), or a dash when the sweep has no such cell."""
+    return f"{m.output_tokens_per_s:.1f}" if m else NOT_MEASURED
+
+
+def _spread(m) -> str:
+    """'76.0-80.1 (3 runs)', '1 run', or a dash when the sweep has no such cell."""
     if m is None:
-        return None
+        return NOT_MEASURED
     if m.repeats == 1:
         return "1 run"
     return f"{m.output_tokens_per_s_min:.1f}-{m.output_tokens_per_s_max:.1f} ({m.repeats} runs)"
 
 
-def _how(m) -> str | None:
+def _how(m) -> str:
     """How the cell was measured: traced (async scheduling off) or untraced (server defaults)."""
     if m is None:
-        return None
+        return NOT_MEASURED
     scheduling = {True: "async scheduling on", False: "async scheduling off", None: "async scheduling unknown"}
     return f"{'traced' if m.traced else 'untraced, vLLM counters'}, {scheduling[m.async_scheduling]}"
 
@@ -144,8 +151,6 @@ st.dataframe(at_k, key="tune_table", hide_index=True, column_config={
     "time per pass (ms, fitted)": st.column_config.NumberColumn(format="%.1f"),
     "output tokens/s (predicted)": st.column_config.NumberColumn(format="%.1f"),
     "speedup vs baseline": st.column_config.NumberColumn(format="%.2fx"),
-    "output tokens/s (measured)": st.column_config.NumberColumn(format="%.1f"),
-    "gap": st.column_config.NumberColumn(format="percent"),
 })
 
 left, right = st.columns(2)
@@ -164,13 +169,12 @@ if recs:
             "recommended k": r.num_speculative_tokens,
             "output tokens/s (predicted)": r.output_tokens_per_s,
             "speedup vs baseline": r.speedup,
-            "output tokens/s (measured at that k)": m.output_tokens_per_s if m else None,
+            "output tokens/s (measured at that k)": _measured(m),
             "measured min-max": _spread(m),
         })
     st.dataframe(pd.DataFrame(rec_rows), key="tune_recommend", hide_index=True, column_config={
         "output tokens/s (predicted)": st.column_config.NumberColumn(format="%.1f"),
         "speedup vs baseline": st.column_config.NumberColumn(format="%.2fx"),
-        "output tokens/s (measured at that k)": st.column_config.NumberColumn(format="%.1f"),
     })
     st.caption("The k with the highest predicted output tokens/s among 0..recorded k; k=0 means serving without "
                f"speculation pays more. {caption}")

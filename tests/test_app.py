@@ -325,6 +325,27 @@ def test_tuning_chart_measured_markers_are_the_sweep_table():
     assert {"predicted", "leviathan", "measured"} <= roles
 
 
+def test_tuning_tables_mark_a_k_the_sweep_did_not_measure_with_a_dash():
+    at = _tune_page()
+    _, sweep, drafter = _tune_sample()
+    ks = _tuning.recorded_ks(sweep, drafter)
+    unmeasured = [k for k in range(1, max(ks)) if k not in ks]
+    if not unmeasured:
+        pytest.skip("the sample sweep measured every k up to its largest")
+    at.slider(key="tune_k").set_value(unmeasured[0]).run()
+    assert not at.exception, at.exception
+    table = at.dataframe[0].value
+    for column in ("output tokens/s (measured)", "measured min-max", "measured as", "gap"):
+        assert list(table[column]) == ["–"] * len(table), column
+    recommended = at.dataframe[1].value
+    measured = {(m.concurrency, m.num_speculative_tokens) for m in _tuning.predict(sweep, drafter).measured}
+    for row in recommended.to_dict("records"):
+        if (row["concurrency"], row["recommended k"]) not in measured:
+            assert row["output tokens/s (measured at that k)"] == "–" and row["measured min-max"] == "–"
+        else:
+            assert float(row["output tokens/s (measured at that k)"]) > 0
+
+
 def test_tuning_page_refuses_k_above_the_recorded_run():
     at = _tune_page()
     _, sweep, drafter = _tune_sample()
