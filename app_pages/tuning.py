@@ -76,8 +76,9 @@ def _fit_text(fit: StepCostFit) -> str:
     """The fitted step cost in words, with how well it fits."""
     drafted = ", ".join(f"{d} {v * 1000:.2f} ms" for d, v in fit.per_drafted_token_s.items()) or "none"
     held = f" Held at 0 (fitted below zero): {', '.join(fit.held_at_zero)}." if fit.held_at_zero else ""
+    knee = f" beyond the first {fit.knee_requests:g}" if fit.knee_requests else ""
     return (f"Time per target pass = **{fit.base_s * 1000:.1f} ms + {fit.per_request_s * 1000:.2f} ms per request in "
-            f"the batch + per drafted token** ({drafted}). Least squares on relative error over the sweep's "
+            f"the batch{knee} + per drafted token** ({drafted}). Least squares on relative error over the sweep's "
             f"{fit.num_cells} cells (baseline and every drafter): R² **{fit.r2:.3f}**, median error "
             f"**{fit.median_relative_error:.1%}** per cell.{held}")
 
@@ -198,8 +199,10 @@ with st.expander("How the prediction works"):
   at the same places whatever k is; only drafted steps get fewer as each commits more.
 - **Step cost** (fitted): a target pass over c requests verifies c + Dr tokens, Dr = c · f · k the drafts (f: the
   share of request-steps that had drafts, below 1 when the drafter finds nothing at some steps). Its time is
-  base + per request · c + per drafted token · Dr, each drafter with its own cost per drafted token (drafting it
-  and verifying it). Each cell's time per pass is what its measured throughput implies, c · L / output tokens/s;
+  base + per request · max(0, c − knee) + per drafted token · Dr, each drafter with its own cost per drafted token
+  (drafting it and verifying it). The knee is the batch below which one more request costs nothing measurable (a
+  pass bound by reading the weights): it is searched in half requests and kept where the fit is best, 0 unless the
+  sweep has three or more concurrencies. Each cell's time per pass is what its measured throughput implies, c · L / output tokens/s;
   the three kinds of cost are fitted by least squares on relative error across every cell of the sweep, and a
   cost that comes out negative is held at 0. {_fit_text(pred.step_cost) if pred.step_cost else "Not fitted."}
 - **Throughput**: tput(k) = c · L(k) / t(k), k=0 (the baseline) from the same model, so speedups compare like

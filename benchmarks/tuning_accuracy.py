@@ -73,7 +73,8 @@ def report(sweep: Sweep, name: str, totals: Totals) -> None:
         print(f"  step cost: not fitted: {fit}")
     else:
         costs = ", ".join(f"{d}: {v * 1000:.2f} ms" for d, v in fit.per_drafted_token_s.items())
-        line = (f"{fit.base_s * 1000:.1f} ms + {fit.per_request_s * 1000:.2f} ms per request + per drafted token "
+        line = (f"{fit.base_s * 1000:.1f} ms + {fit.per_request_s * 1000:.2f} ms per request above "
+                f"{fit.knee_requests:g} + per drafted token "
                 f"({costs}); R² {fit.r2:.3f}, median |error| {fit.median_relative_error:.1%} over {fit.num_cells} "
                 "cells" + (f"; held at 0: {', '.join(fit.held_at_zero)}" if fit.held_at_zero else ""))
         print(f"  step cost per target pass: {line}")

@@ -127,6 +127,24 @@ def test_step_cost_fit_recovers_the_worked_costs():
     assert fit.pass_time_s("ngram lookup 2-4", 4, 1, 1.0) == pytest.approx(0.080)  # 20 + 40 + 5 x 4 ms
 
 
+def test_step_cost_fit_finds_the_knee_below_which_a_request_costs_nothing():
+    # StepCostFit's worked example: baseline passes of 40, 40, 40, 80 ms at c = 1, 2, 4, 8 (flat until the
+    # batch passes 4 requests, then 10 ms per request), and an ngram k=2 cell at c = 1, 8 with 5 ms per drafted token
+    def pass_s(c: int, drafted: float) -> float:
+        return 0.040 + 0.010 * max(0, c - 4) + 0.005 * drafted
+
+    sweep = sweep_of(*[cell(None, c, c / pass_s(c, 0), steps([0], undrafted=100)) for c in (1, 2, 4, 8)],
+                     *[cell(2, c, c * 2.0 / pass_s(c, 2 * c), steps(HIST_K2)) for c in (1, 8)])
+    fit = fit_step_cost(sweep.cells)
+    assert fit.knee_requests == 4.0
+    assert fit.base_s == pytest.approx(0.040) and fit.per_request_s == pytest.approx(0.010)
+    assert fit.per_drafted_token_s == {"ngram lookup 2-4": pytest.approx(0.005)}
+    assert fit.median_relative_error == pytest.approx(0, abs=1e-9)
+    assert fit.pass_time_s("ngram lookup 2-4", 2, 1, 1.0) == pytest.approx(0.040 + 0.005 * 2)
+    # with two concurrencies only, no knee is tried (any bend fits two points)
+    assert fit_step_cost(_fit_sweep().cells).knee_requests == 0.0
+
+
 def test_step_cost_fit_on_noisy_cells_reports_how_well_it_fits():
     # the k=2 cell at c=4 ran 10% slow: its pass took 110 ms instead of 100
     sweep = sweep_of(*_fit_sweep().cells[:3], cell(2, 4, 4 * 2.0 / 0.110, steps(HIST_K2)),
