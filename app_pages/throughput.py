@@ -12,6 +12,7 @@ from specviz import ui
 from specviz.charts import sweeps as sweep_charts
 from specviz.references import MINIMAX_M3_EAGLE3_SPEED_BENCH
 from specviz.sweep import BASELINE, Sweep
+from specviz.sweep_table import shown_table
 from specviz.tuning import list_sweep_files
 
 NONE = "none"
@@ -243,6 +244,6 @@ for i, side in enumerate(sides):
     if len(sides) > 1:
         st.markdown(f"**{side.name}**")
     suffix = "" if i == 0 else "_compare"
-    st.dataframe(side.full, key=f"tp_table{suffix}", hide_index=True)
+    st.dataframe(shown_table(side.full), key=f"tp_table{suffix}", hide_index=True)
     st.download_button("Download as CSV", side.full.to_csv(index=False).encode(), file_name=f"{side.name}.csv",
                        mime="text/csv", key=f"tp_csv{suffix}")

@@ -87,3 +87,18 @@ def sweep_summary_line(cell: SweepCell) -> str:
     return (f"{cell.drafter:<24} {k} c={cell.concurrency:<3} {cell.output_tokens_per_s:7.1f} tok/s{spread}  "
             f"{al}{source}")
 
+
+
+NO_DRAFTING = "–"  # the baseline's method and k: there are none, and "None" reads like a missing figure
+
+
+def shown_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The sweep table as the pages show it: the baseline's method and num_speculative_tokens as a dash.
+
+    A baseline row's (method, num_speculative_tokens) = (None, NaN) shows as ("–", "–"); ngram k=3 as
+    ("ngram", "3"). The CSV keeps the table as it is.
+    """
+    shown = table.copy()
+    shown["method"] = shown["method"].fillna(NO_DRAFTING)
+    shown["num_speculative_tokens"] = [NO_DRAFTING if pd.isna(k) else str(int(k)) for k in shown["num_speculative_tokens"]]
+    return shown

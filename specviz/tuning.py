@@ -26,7 +26,7 @@ drawn beside the prediction to show how far it is from what was measured.
    least squares (on relative error) across every cell of the sweep, the baseline's and every
    drafter's, each cell's time per pass taken from its measured throughput: t = c * L / (output
    tokens/s). The knee is the batch below which one more request costs nothing measurable (the pass
-   is bound by reading the weights, not by the batch): the recorded CPU sweeps take about 37 ms per
+   is bound by reading the weights, not by the batch): the recorded chat sweep takes 37-39 ms per
    baseline pass at c = 1, 2 and 4 and 54 ms at c = 8. It is chosen, in steps of half a request,
    as the one whose fit leaves the least squared relative error, and stays 0 (a plain line in c)
    unless the sweep has three or more concurrencies and the knee fits better. On the recorded

@@ -22,7 +22,7 @@ from specviz.sweep import (
     save_sweep,
 )
 from specviz.sweep_runner import server_args, sweep_plan
-from specviz.sweep_table import speedups, sweep_table
+from specviz.sweep_table import shown_table, speedups, sweep_table
 
 GRID = dict(target_model="m", drafters=[{"method": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 4}],
             num_speculative_tokens=[1, 3], concurrencies=[1, 4], prompts="builtin:code", num_requests=8,
@@ -55,6 +55,14 @@ def test_speedup_is_against_the_baseline_at_the_same_concurrency():
     assert table.loc[("ngram lookup 2-4", 4), "speedup"] == pytest.approx(0.9)   # 81 / 90: drafting stopped paying
     assert table.loc[("baseline", 4), "speedup"] == pytest.approx(1.0)
     assert not sweep.complete  # ngram k=1 is missing
+
+
+def test_the_shown_table_gives_the_baseline_a_dash_for_method_and_k():
+    sweep = Sweep(grid=SweepGrid(**GRID), cells=[cell("baseline", None, 1, 30.0), cell("ngram lookup 2-4", 3, 1, 45.0)])
+    table = sweep_table(sweep)
+    shown = shown_table(table)
+    assert list(shown["method"]) == ["–", "ngram"] and list(shown["num_speculative_tokens"]) == ["–", "3"]
+    assert table["method"].isna().iloc[0] and table["num_speculative_tokens"].isna().iloc[0]  # the CSV keeps it
 
 
 def test_engine_configs_put_the_baseline_first_and_refuse_a_drafter_with_its_own_k():

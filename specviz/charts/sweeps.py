@@ -327,7 +327,8 @@ def latency_vs_throughput(table: pd.DataFrame, caption: str) -> go.Figure:
         fig.add_trace(go.Scatter(
             x=_floats(r["output_tokens_per_s"]), y=[v * 1000 for v in _floats(r["time_per_output_token_s_p50"])],
             mode="lines+markers+text" if d == BASELINE else "lines+markers",  # one row of labels: no pile-up
-            text=[f"c={int(c)}" for c in r["concurrency"]], textposition="top center",
+            # below the baseline's points: at a given throughput the drafters' lines run above it
+            text=[f"c={int(c)}" for c in r["concurrency"]], textposition="bottom center",
             name=name, marker=dict(size=9, symbol="square" if d == BASELINE else "circle"),
             line=dict(width=1, dash="dot", color=_BASELINE_STYLE["color"]) if d == BASELINE else dict(width=1),
             meta=dict(role="measured", drafter=d, k=k),
