@@ -203,7 +203,7 @@ with st.expander("How the prediction works"):
   (drafting it and verifying it). The knee is the batch below which one more request costs nothing measurable (a
   pass bound by reading the weights): it is searched in half requests and kept where the fit is best, 0 unless the
   sweep has three or more concurrencies. Each cell's time per pass is what its measured throughput implies, c · L / output tokens/s;
-  the three kinds of cost are fitted by least squares on relative error across every cell of the sweep, and a
+  the costs are fitted by least squares on relative error across every cell of the sweep, and a
   cost that comes out negative is held at 0. {_fit_text(pred.step_cost) if pred.step_cost else "Not fitted."}
 - **Throughput**: tput(k) = c · L(k) / t(k), k=0 (the baseline) from the same model, so speedups compare like
   with like; the measured cells are drawn beside it, not used as anchors.

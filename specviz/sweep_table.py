@@ -88,7 +88,6 @@ def sweep_summary_line(cell: SweepCell) -> str:
             f"{al}{source}")
 
 
-
 NO_DRAFTING = "–"  # the baseline's method and k: there are none, and "None" reads like a missing figure
 
 
