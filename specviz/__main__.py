@@ -3,6 +3,7 @@
     python -m specviz record --model PATH --spec '{"method":"ngram","num_speculative_tokens":3}' \\
         --prompts builtin:code --concurrency 4 --max-tokens 128 --out runs/ngram.json.gz
     python -m specviz check runs/ngram.json.gz       # validate, print the summary as JSON
+    python -m specviz compare runs/base.json.gz runs/ngram.json.gz   # same output? each divergence explained
     python -m specviz sweep --model PATH --drafter '{"method":"ngram","prompt_lookup_max":4}' \\
         --k 1,2,3,5 --concurrency 1,2,4,8,16 --prompts builtin:code --out sweeps/code
     python -m specviz methods [--json]               # every drafting method the installed vLLM accepts
@@ -21,8 +22,10 @@ import sys
 from pathlib import Path
 
 from .config import ConfigError, SpecConfig
+from .demo_model import default_dtype
 from .prompts import PromptSetError, load_prompts
 from .runfile import RunFileError, load_run, run_json_schema, save_run
+from .serving.recording import DEFAULT_LOGPROBS
 
 
 def _fail(message: str, code: int = 2) -> int:
@@ -65,7 +68,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         for view in server.views():
             print(f"{'yes' if view.available else 'no ':<4}{view.name}: {view.why}", file=sys.stderr)
     else:
-        server = LocalServer(model=args.model, spec=spec, port=args.port, dtype=args.dtype,
+        server = LocalServer(model=args.model, spec=spec, port=args.port, dtype=args.dtype or default_dtype(args.model),
                              max_model_len=args.max_model_len, seed=args.seed,
                              extra_args=shlex.split(args.vllm_args))
     try:
@@ -79,7 +82,7 @@ def cmd_record(args: argparse.Namespace) -> int:
 
         run = record(server, prompts, prompt_set=prompt_set, concurrency=args.concurrency,
                      max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed,
-                     chat=not args.no_chat_template, on_request_done=done)
+                     logprobs=args.logprobs, chat=not args.no_chat_template, on_request_done=done)
         bar.close()
     except EngineError as e:
         return _fail(str(e))
@@ -121,6 +124,21 @@ def _start_with_progress(server) -> None:
     took = server.start(progress=show_start)
     print(f"{chr(10) if tty else ''}vLLM ready after {took:.1f} s", file=sys.stderr)
 
+DTYPE_HELP = "the target's dtype (vLLM --dtype); default: float32 for the demo model, else vLLM's 'auto'"
+LOGPROBS_HELP = ("keep the target's top N candidates per output token (default 2), so `specviz compare` can say "
+                 "why two runs part; 0 turns it off (benchmarks/logprobs_cost.py measures what it costs)")
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return value
+
+
 def _int_list(text: str) -> list[int]:
     try:
         return [int(v) for v in text.split(",") if v.strip()]
@@ -143,7 +161,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     try:
         grid = SweepGrid(target_model=args.model, drafters=drafters, num_speculative_tokens=args.k,
                          concurrencies=args.concurrency, prompts=args.prompts, num_requests=args.num_requests,
-                         max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed, dtype=args.dtype,
+                         max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed,
+                         dtype=args.dtype or default_dtype(args.model), logprobs=args.logprobs,
                          vllm_args=shlex.split(args.vllm_args), repeats=args.repeats, traced=not args.untraced)
         check_grid(grid)  # before any engine starts
     except ValidationError as e:
@@ -211,6 +230,29 @@ def cmd_check(args: argparse.Namespace) -> int:
     if summary.counters_match is False:
         return _fail("the run's step records disagree with vLLM's own spec-decode counters", 1)
     return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .divergence import compare_runs
+
+    try:
+        baseline, run = load_run(args.baseline), load_run(args.run)
+    except RunFileError as e:
+        return _fail(str(e))
+    decode = None
+    if Path(run.meta.target_model).is_dir():  # decode the two tokens where runs part, when the model is here
+        from .serving.recording import load_tokenizer, token_decoder
+
+        decode = token_decoder(load_tokenizer(run.meta.target_model))
+    comparison = compare_runs(baseline, run, decode=decode)
+    for c in comparison.requests:
+        print(f"request {c.prompt_index} ({c.request_id}): {c.headline()}")
+    if comparison.unmatched:
+        print(f"{comparison.unmatched} request(s) of the run have no baseline request with the same prompt")
+    print(comparison.summary())
+    if not comparison.requests:
+        return _fail("nothing to compare: the two runs share no prompt", 2)
+    return 0 if comparison.all_explained else 1
 
 
 def cmd_methods(args: argparse.Namespace) -> int:
@@ -330,7 +372,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--num-prompts", type=int, default=0, help="cycle the prompt set to this many requests")
     r.add_argument("--temperature", type=float, default=0.0)
     r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--dtype", default="auto")
+    r.add_argument("--dtype", default=None, help=DTYPE_HELP)
+    r.add_argument("--logprobs", type=_non_negative, default=DEFAULT_LOGPROBS, help=LOGPROBS_HELP)
     r.add_argument("--max-model-len", type=int, default=2048)
     r.add_argument("--port", type=int, default=None, help="default: a free port")
     r.add_argument("--no-chat-template", action="store_true", help="send prompts as raw text")
@@ -348,7 +391,8 @@ def main(argv: list[str] | None = None) -> int:
     w.add_argument("--max-tokens", type=int, default=64)
     w.add_argument("--temperature", type=float, default=0.0)
     w.add_argument("--seed", type=int, default=0)
-    w.add_argument("--dtype", default="auto")
+    w.add_argument("--dtype", default=None, help=DTYPE_HELP)
+    w.add_argument("--logprobs", type=_non_negative, default=DEFAULT_LOGPROBS, help=LOGPROBS_HELP)
     w.add_argument("--out", required=True, help="folder for sweep.json, sweep.csv and the cells' runs")
     w.add_argument(VLLM_ARGS, default="", help=VLLM_ARGS_HELP.format(what="every vLLM server of the sweep"))
     w.add_argument("--repeats", type=int, default=1,
@@ -362,6 +406,12 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("check", help="validate a run file and print its summary as JSON")
     c.add_argument("file")
     c.set_defaults(fn=cmd_check)
+
+    cmp = sub.add_parser("compare", help="compare a run with its baseline: identical output, or where they part "
+                                         "and whether the target's logprobs show a tie (exit 1 if not)")
+    cmp.add_argument("baseline", help="the baseline run file (--spec none)")
+    cmp.add_argument("run", help="a run of the same prompts, e.g. with speculative decoding")
+    cmp.set_defaults(fn=cmd_compare)
 
     m = sub.add_parser("methods", help="list every drafting method the installed vLLM accepts")
     m.add_argument("--json", action="store_true", help="print the catalog as JSON")

@@ -54,6 +54,19 @@ def demo_model_dir() -> Path:
 
 DEMO_MODEL_DIR = demo_model_dir()
 
+# The demo model is served in float32: in bfloat16 its two best candidates are often equal or one
+# rounding step apart, and verifying k+1 tokens in one pass then tips such ties the other way, so
+# greedy output with drafting parts from the baseline (sample_runs/showcase/README.md has the table).
+DEMO_MODEL_DTYPE = "float32"
+
+
+def default_dtype(model: str | Path) -> str:
+    """The --dtype specviz serves `model` with unless told: float32 for the demo model, else vLLM's 'auto'.
+
+    The demo model is recognised by its build marker, so a copy of it elsewhere is served alike.
+    """
+    return DEMO_MODEL_DTYPE if (Path(model) / MARKER).is_file() else "auto"
+
 
 def ensure_demo_model(dest: Path | None = None, progress=print) -> Path:
     """Return a folder holding the demo model, building it first if needed.

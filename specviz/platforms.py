@@ -33,6 +33,15 @@ def attention_backends_from_log(log_text: str) -> list[str]:
     return list(dict.fromkeys(_BACKEND_LINE.findall(log_text)))
 
 
+_DTYPE_IN_CONFIG = re.compile(r"\bdtype=torch\.(\w+)")
+
+
+def model_dtype_from_log(log_text: str) -> str | None:
+    """The target's dtype as vLLM's engine config line states it ("..., dtype=torch.float32, ...") -> 'float32'."""
+    found = _DTYPE_IN_CONFIG.search(log_text)
+    return found.group(1) if found else None
+
+
 @dataclass(frozen=True)
 class Hint:
     title: str

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Generic, TypeVar
 
+from .divergence import RequestComparison, compare_requests, is_greedy, shared_dtype
 from .render import CSS, Role, output_roles, pieces_html
 from .runfile import Request, Run
 
@@ -151,6 +152,7 @@ class RaceState:
 class Race:
     baseline: Lane
     speculative: Lane
+    comparison: RequestComparison | None = None  # same output, or where and why they part (race_for fills it)
 
     @property
     def duration_s(self) -> float:
@@ -177,16 +179,6 @@ class Race:
     @property
     def same_output(self) -> bool:
         return self.baseline.request.output_token_ids == self.speculative.request.output_token_ids
-
-    @property
-    def diverges_at(self) -> int | None:
-        """The first output position where the two differ (None if one is a prefix of the other).
-
-        Greedy decoding gives the same tokens with and without drafting up to numerics: on a CPU in
-        bfloat16, a near-tie between two tokens can flip when the batch shape differs.
-        """
-        a, b = self.baseline.request.output_token_ids, self.speculative.request.output_token_ids
-        return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
 
     def at(self, t: float) -> RaceState:
         return RaceState(t=min(max(t, 0.0), self.duration_s), baseline=self.baseline.at(t),
@@ -301,10 +293,14 @@ def raceable_requests(pair: Pair) -> list[Request]:
 
 
 def race_for(pair: Pair, req: Request, spec_label: str) -> Race:
+    """The race of `req` (a request of the pair's speculative run) against the baseline's request of its prompt,
+    with their comparison (divergence.compare_requests): identical output, or where and why they part."""
     base = matching_request(pair.baseline, req)
     if base is None:
         raise ValueError(f"the baseline has no request with the prompt of {req.request_id}")
-    return Race(Lane.from_request(base, "baseline (no drafting)"), Lane.from_request(req, spec_label))
+    comparison = compare_requests(base, req, greedy=is_greedy(pair.baseline) and is_greedy(pair.speculative),
+                                  dtype=shared_dtype(pair.baseline, pair.speculative))
+    return Race(Lane.from_request(base, "baseline (no drafting)"), Lane.from_request(req, spec_label), comparison)
 
 
 def spec_label(run: Run) -> str:
@@ -382,10 +378,13 @@ def result_html(race: Race) -> str:
     detail = (f"{s.num_tokens} tokens in {_fmt_s(s.finish_s)} ({s.num_passes} target passes) against "
               f"{b.num_tokens} in {_fmt_s(b.finish_s)} ({b.num_passes} passes), each from sending the request "
               "to its last token, as recorded")
-    if not race.same_output and (at := race.diverges_at) is not None:
-        detail += (f"; the two outputs part at token {at + 1} (greedy outputs should match, but a near-tie "
-                   "between two tokens can fall the other way in another batch shape), so the speedup compares "
-                   "tokens per second")
+    c = race.comparison
+    if c is not None and c.verdict == "identical" and race.same_output:
+        detail = f"Identical output, {race.passes_saved} fewer target passes. " + detail
+    elif c is not None and c.divergence is not None:
+        detail += (f". The outputs {c.headline()}" + ("" if c.verdict == "tie" else
+                   ". The drafting path changed the target's output: this is not lossless") +
+                   "; the speedup compares tokens per second")
     if x >= 1:
         head = f"⚡ {escape(s.label)} finished {x:.2f}x faster"
         cls = "sv-result"

@@ -29,8 +29,8 @@ from pydantic import Field, ValidationError, ValidationInfo, model_validator
 from .base import Frozen, SpecvizError
 from .files import read_versioned_json
 
-SCHEMA_VERSION = 2  # 2 added padded draft slots, failed requests and invalid runs; 1 still reads
-READABLE_SCHEMA_VERSIONS = (1, 2)
+SCHEMA_VERSION = 3  # 3: the target's top logprobs per output token and the dtype; 2: padded slots; 1, 2 still read
+READABLE_SCHEMA_VERSIONS = (1, 2, 3)
 RUN_FILE_KIND = "specviz.run"
 
 
@@ -123,6 +123,27 @@ class RequestSpecDecodeMetrics(Frozen):
     per_step_drafted: list[int] | None = None
 
 
+class TokenCandidates(Frozen):
+    """The target's best candidates at one output position, best first, as vLLM's `logprobs` reported them.
+
+    token_ids=[1734, 2583], logprobs=[-0.61, -0.74]: the target preferred 1734 by 0.13 nats. The
+    token the request committed is among them (vLLM adds it when it is not in the top n).
+    """
+
+    token_ids: list[int] = Field(min_length=1)
+    logprobs: list[float] = Field(min_length=1, description="natural log, same order as token_ids")
+
+    @model_validator(mode="after")
+    def _check(self) -> TokenCandidates:
+        if len(self.token_ids) != len(self.logprobs):
+            raise ValueError(f"{len(self.token_ids)} candidate ids for {len(self.logprobs)} logprobs")
+        return self
+
+    def logprob_of(self, token_id: int) -> float | None:
+        """The candidate's logprob, or None when the target did not report it at this position."""
+        return next((lp for t, lp in zip(self.token_ids, self.logprobs) if t == token_id), None)
+
+
 class Request(Frozen):
     request_id: str
     prompt: str = Field(description="the prompt text sent to the server (after any chat template)")
@@ -139,11 +160,16 @@ class Request(Frozen):
     stream_chunks: list[StreamChunk] = Field(default_factory=list, description="the stream, chunk by chunk")
     spec_decode_metrics: RequestSpecDecodeMetrics | None = Field(
         default=None, description="vLLM's per-request acceptance figures, when the server reports them")
+    top_logprobs: list[TokenCandidates] | None = Field(
+        default=None, description="per output token, the target's best candidates; None when not recorded")
 
     @model_validator(mode="after")
     def _check(self, info: ValidationInfo) -> Request:
         if _lenient(info):
             return self
+        if self.top_logprobs is not None and len(self.top_logprobs) != len(self.output_token_ids):
+            raise ValueError(f"request {self.request_id}: {len(self.top_logprobs)} logprob entries for "
+                             f"{len(self.output_token_ids)} output tokens")
         if self.steps:
             committed = [t for s in self.steps for t in s.committed_token_ids]
             if committed != self.output_token_ids:
@@ -178,6 +204,8 @@ class RunMeta(Frozen):
     platform: str = Field(description="vLLM platform: cpu, rocm, cuda, ... or 'unknown' for a remote server")
     device_name: str = Field(description="e.g. 'AMD Instinct MI300X' or the CPU model")
     attention_backends: list[str] = Field(default_factory=list, description="as vLLM's log names them, if known")
+    dtype: str | None = Field(default=None, description="the dtype the target ran in ('float32', 'bfloat16', ...); "
+                                                        "None when unknown (an attached server, or a file before v3)")
     async_scheduling: bool | None = Field(description="None when unknown (an attached server without the tracer)")
     traced: bool = Field(description="True when the server ran the specviz tracer")
     server_url: str | None = Field(default=None, description="the attached server; None if specviz started it")
@@ -199,7 +227,7 @@ class RunMeta(Frozen):
 
 class Run(Frozen):
     kind: Literal["specviz.run"] = RUN_FILE_KIND
-    schema_version: Literal[1, 2] = SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3] = SCHEMA_VERSION
     meta: RunMeta
     requests: list[Request]
     raw_trace_records: list[dict] | None = Field(

@@ -86,6 +86,8 @@ class SweepGrid(_Frozen):
     temperature: float = 0.0
     seed: int = 0
     dtype: str = "auto"
+    logprobs: int = Field(default=0, ge=0, description="top candidates kept per output token (0: none, as "
+                                                        "sweeps before logprobs were recorded)")
     vllm_args: list[str] = Field(default_factory=list, description="more server arguments, e.g. --tensor-parallel-size 4")
     repeats: int = Field(default=1, ge=1, description="runs per cell, in rounds: every configuration once per round")
     traced: bool = Field(default=True, description="False: servers keep their own defaults (no tracer, async "

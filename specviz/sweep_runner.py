@@ -97,9 +97,10 @@ def run_sweep(
                 # Warm up at this batch size first: the first steps of a new shape are slow. Not with
                 # the cell's own prompts, which would then be measured with a free (cached) prefill.
                 record(server, warmup_prompts(c), prompt_set="warm-up", concurrency=c, max_tokens=8,
-                       tokenizer=tokenizer, warmup=False)
+                       logprobs=grid.logprobs, tokenizer=tokenizer, warmup=False)
                 run = record(server, prompts, prompt_set=prompt_set, concurrency=c, max_tokens=grid.max_tokens,
-                             temperature=grid.temperature, seed=grid.seed, tokenizer=tokenizer, warmup=False)
+                             temperature=grid.temperature, seed=grid.seed, logprobs=grid.logprobs,
+                             tokenizer=tokenizer, warmup=False)
                 stem = f"{label}-k{k}" if k else label
                 stem = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in stem) + f"-c{c}"
                 stem += f"-r{repeat}" if repeat else ""  # the first round keeps the names of one-run sweeps

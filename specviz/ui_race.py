@@ -20,7 +20,6 @@ from .config import ConfigError
 from .race import (
     EPS_S,
     SPEEDS,
-    Lane,
     Pair,
     Race,
     advance,
@@ -291,8 +290,8 @@ def live_race_view() -> bool:
         return False
     base, spec = pair
     try:
-        race = Race(Lane.from_request(base.requests[0], "baseline (no drafting)"),
-                    Lane.from_request(spec.requests[0], spec_label(spec)))
+        race = race_for(Pair(speculative=spec, baseline=base, baseline_name="generated live"), spec.requests[0],
+                        spec_label(spec))
     except ValueError as e:
         st.warning(f"This race cannot be replayed: {e}")
         return False

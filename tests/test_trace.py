@@ -83,7 +83,7 @@ def test_truncated_corrupt_and_foreign_files_are_refused_with_the_reason(tmp_pat
         "foreign.json": (b'{"hello": "world"}', "not a specviz run file"),
         "list.json": (b"[1, 2]", "not a specviz run file"),
         "binary.bin": (bytes(range(256)), "not JSON"),
-        "future.json": (good.replace(b'"schema_version":2', b'"schema_version":99'), "schema_version 99"),
+        "future.json": (good.replace(b'"schema_version":3', b'"schema_version":99'), "schema_version 99"),
         "invalid.json": (good.replace(b'"num_accepted":2', b'"num_accepted":7'), "invalid run file at requests.0.steps.1"),
     }
     for name, (data, reason) in cases.items():
@@ -96,7 +96,7 @@ def test_truncated_corrupt_and_foreign_files_are_refused_with_the_reason(tmp_pat
 
 def test_json_schema_describes_the_run_file(weather_run):
     schema = run_json_schema()
-    assert schema["properties"]["schema_version"]["enum"] == [1, 2]
+    assert schema["properties"]["schema_version"]["enum"] == [1, 2, 3]
     assert set(schema["$defs"]) >= {"RunMeta", "Request", "Step", "SpecDecodeCounters"}
     assert schema["$defs"]["Step"]["additionalProperties"] is False
 

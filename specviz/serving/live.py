@@ -17,7 +17,7 @@ import uuid
 import httpx
 
 from ..runfile import Run, Step
-from .recording import apply_chat_template, build_run, token_decoder
+from .recording import apply_chat_template, build_run, sampling_params, token_decoder
 from .server import Server
 from .stream import StreamResult, stream_completion
 from .trace_reader import TraceReader, steps_by_request
@@ -33,7 +33,7 @@ class LiveGeneration:
         self.server = server
         self.text = apply_chat_template(tokenizer, prompt) if chat else prompt
         self.user_messages = [prompt] if chat else None
-        self.sampling = {"max_tokens": max_tokens, "temperature": temperature, "top_p": 1.0, "seed": seed}
+        self.sampling = sampling_params(max_tokens=max_tokens, temperature=temperature, seed=seed)
         self.run_id = uuid.uuid4().hex[:12]
         self.request_id = f"{self.run_id}-0"
         self._decode = token_decoder(tokenizer)
@@ -100,4 +100,5 @@ def _as_cut_off(res: StreamResult) -> StreamResult:
                         prompt_token_ids=list(res.prompt_token_ids),
                         token_ids=[t for c in chunks for t in c.token_ids], text="".join(c.text for c in chunks),
                         first_token_time_s=res.first_token_time_s, chunks=chunks,
+                        top_logprobs=None if res.top_logprobs is None else res.top_logprobs[:sum(len(c.token_ids) for c in chunks)],
                         end_time_s=res.end_time_s, finish_reason=res.finish_reason)

@@ -27,7 +27,8 @@ from pathlib import Path
 import httpx
 
 from ..config import SpecConfig, serve_command
-from ..platforms import attention_backends_from_log
+from ..demo_model import default_dtype
+from ..platforms import attention_backends_from_log, model_dtype_from_log
 from .recording import load_tokenizer
 from .server import EngineError, Provenance, local_device, vllm_version
 from .trace_reader import TRACE_FILE_ENV
@@ -57,7 +58,7 @@ class LocalServer:
     model: str
     spec: SpecConfig | None = None
     port: int | None = None
-    dtype: str = "auto"
+    dtype: str | None = None  # None: demo_model.default_dtype (float32 for the demo model, else 'auto')
     max_model_len: int = 2048
     seed: int = 0
     trace: bool = True
@@ -80,7 +81,7 @@ class LocalServer:
         return f"http://127.0.0.1:{self.port}"
 
     def command(self) -> list[str]:
-        options = ["--host", "127.0.0.1", "--dtype", self.dtype, "--max-model-len", str(self.max_model_len),
+        options = ["--host", "127.0.0.1", "--dtype", self.dtype or default_dtype(self.model), "--max-model-len", str(self.max_model_len),
                    "--seed", str(self.seed)]
         if local_device()[0] == "cpu":  # no graphs to capture on CPU; eager starts faster
             options.append("--enforce-eager")
@@ -156,11 +157,12 @@ class LocalServer:
         platform_name, device = local_device()
         # A traced server runs with --no-async-scheduling; the CPU platform forces it off anyway.
         try:
-            backends = attention_backends_from_log(self.log_path.read_text(errors="replace"))
+            log = self.log_path.read_text(errors="replace")
         except OSError:
-            backends = []
+            log = ""
         return Provenance(platform=platform_name, device_name=device, vllm_version=vllm_version(),
-                          async_scheduling=not self.trace and platform_name != "cpu", attention_backends=backends)
+                          async_scheduling=not self.trace and platform_name != "cpu",
+                          attention_backends=attention_backends_from_log(log), dtype=model_dtype_from_log(log))
 
     def log_tail(self, n: int = 30) -> str:
         try:

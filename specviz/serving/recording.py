@@ -34,6 +34,23 @@ def warmup_prompts(n: int) -> list[str]:
     return [f"{WARMUP_PROMPT} (request {i + 1} of {n})" for i in range(n)]
 
 
+DEFAULT_LOGPROBS = 2  # the target's top candidates kept per output token: enough to explain a divergence
+
+
+def sampling_params(*, max_tokens: int, temperature: float = 0.0, seed: int = 0,
+                    logprobs: int = DEFAULT_LOGPROBS) -> dict:
+    """What every request of a run sends (and the run records): the sampling and, unless 0, top-n logprobs.
+
+    sampling_params(max_tokens=64) -> {"max_tokens": 64, "temperature": 0.0, "top_p": 1.0, "seed": 0,
+                                       "logprobs": 2, "return_tokens_as_token_ids": True}
+    Tokens come back as ids ("token_id:1734"): two different tokens can decode to the same text.
+    """
+    sampling = {"max_tokens": max_tokens, "temperature": temperature, "top_p": 1.0, "seed": seed}
+    if logprobs:
+        sampling |= {"logprobs": logprobs, "return_tokens_as_token_ids": True}
+    return sampling
+
+
 def load_tokenizer(model: str):
     from transformers import AutoTokenizer
 
@@ -56,6 +73,7 @@ def record(
     max_tokens: int,
     temperature: float = 0.0,
     seed: int = 0,
+    logprobs: int = DEFAULT_LOGPROBS,
     tokenizer=None,
     chat: bool = True,
     warmup: bool = True,
@@ -72,14 +90,15 @@ def record(
       raw records, and meta.invalid_reason.
 
     The warm-up sends WARMUP_PROMPT, not a prompt of the set, so no measured request finds its
-    own prompt in vLLM's prefix cache.
+    own prompt in vLLM's prefix cache. `logprobs` (top n per output token, 0 for none) is what lets a
+    comparison with another run explain where their outputs part (specviz.divergence).
 
     Raises EngineError before measuring when the warm-up's trace holds only placeholder drafts
     (the server's scheduler cannot see drafts: see placeholder_only_reason).
     """
     tokenizer = tokenizer or server.tokenizer()
     texts = [apply_chat_template(tokenizer, p) if chat else p for p in prompts]
-    sampling = {"max_tokens": max_tokens, "temperature": temperature, "top_p": 1.0, "seed": seed}
+    sampling = sampling_params(max_tokens=max_tokens, temperature=temperature, seed=seed, logprobs=logprobs)
     run_id = uuid.uuid4().hex[:12]
     request_ids = [f"{run_id}-{i}" for i in range(len(texts))]
     members = server.members()  # one server, or several behind one workflow (requests go round-robin)
@@ -155,6 +174,7 @@ def build_run(
             first_token_time_s=res.first_token_time_s, end_time_s=res.end_time_s,
             finish_reason=res.finish_reason, error=res.error, steps=req_steps, stream_chunks=res.chunks,
             spec_decode_metrics=_spec_decode_metrics(res.spec_decode_metrics),
+            top_logprobs=res.top_logprobs,
         ))
     spec_config = server.speculative_config()
     where = server.provenance()
@@ -169,6 +189,7 @@ def build_run(
         traced=server.trace,
         server_url=where.server_url,
         attention_backends=where.attention_backends,
+        dtype=where.dtype,
         target_model=server.model,
         speculative_config=spec_config,
         method=spec_config.get("method") if spec_config else None,

@@ -93,6 +93,7 @@ class Provenance:
     async_scheduling: bool | None  # None when it cannot be known
     server_url: str | None = None  # an attached server's URL; None for a server specviz started
     attention_backends: list[str] = field(default_factory=list)  # as vLLM's log names them, when readable
+    dtype: str | None = None  # the target's dtype as vLLM's log states it ('float32', 'bfloat16'); None if unknown
 
 
 def vllm_version() -> str:

@@ -24,7 +24,7 @@ IDLE_AFTER_S = 600  # a session that has not used the engine for this long no lo
 class EngineConfig(Frozen):
     model: str
     spec: SpecConfig | None = None
-    dtype: str = "auto"
+    dtype: str | None = None  # None: demo_model.default_dtype
     max_model_len: int = 2048
 
     def describe(self) -> str:

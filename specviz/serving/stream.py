@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from ..runfile import StreamChunk
+from ..runfile import StreamChunk, TokenCandidates
 
 
 @dataclass
@@ -32,6 +32,7 @@ class StreamResult:
     error: str | None = None
     chunks: list[StreamChunk] = field(default_factory=list)
     spec_decode_metrics: dict | None = None  # vLLM's per-request figures, on the final usage chunk
+    top_logprobs: list[TokenCandidates] | None = None  # per output token, when the request asked for logprobs
 
 
 def stream_completion(
@@ -67,6 +68,8 @@ def stream_completion(
                 result.prompt_token_ids = result.prompt_token_ids or choice.get("prompt_token_ids") or []
                 ids = choice.get("token_ids") or []
                 text = choice.get("text") or ""
+                if sampling.get("logprobs"):
+                    result.top_logprobs = (result.top_logprobs or []) + candidates_of(choice.get("logprobs"), ids)
                 if ids:  # chunks first: a reader in another thread copies chunks, then derives the rest
                     now = time.time()
                     result.chunks.append(StreamChunk(time_s=now, token_ids=ids, text=text))
@@ -82,3 +85,28 @@ def stream_completion(
     result.end_time_s = time.time() if result.error is None else None
     return result
 
+
+
+def candidates_of(logprobs: dict | None, token_ids: list[int]) -> list[TokenCandidates]:
+    """The top candidates of each token in one chunk, from vLLM's completions `logprobs` object.
+
+    With `return_tokens_as_token_ids` vLLM names tokens "token_id:1734" (texts would collide):
+
+        {"top_logprobs": [{"token_id:1734": -0.61, "token_id:2583": -0.74}], ...}, token_ids=[1734]
+        -> [TokenCandidates(token_ids=[1734, 2583], logprobs=[-0.61, -0.74])]
+
+    Raises KeyError when the chunk's logprobs do not cover its tokens (the run must not silently
+    hold logprobs for fewer tokens than it has).
+    """
+    tops = (logprobs or {}).get("top_logprobs") or []
+    if len(tops) != len(token_ids):
+        raise KeyError(f"logprobs for {len(tops)} tokens in a chunk of {len(token_ids)}")
+    out = []
+    for top in tops:
+        try:  # -inf (a masked token) would not survive JSON: clamp it
+            ranked = sorted(((int(name.removeprefix("token_id:")), max(float(lp), -1e9)) for name, lp in (top or {}).items()),
+                            key=lambda c: -c[1])
+        except ValueError as e:
+            raise KeyError(f"logprobs name tokens by text, not 'token_id:N' (return_tokens_as_token_ids ignored?): {e}") from e
+        out.append(TokenCandidates(token_ids=[t for t, _ in ranked], logprobs=[lp for _, lp in ranked]))
+    return out

@@ -1,0 +1,233 @@
+"""Where two runs of the same prompts part, and whether the target's own numbers explain it.
+
+With greedy sampling the target verifies every token, so a speculative run's output is the target's
+own choice at every position and must equal the baseline's, up to numerics: a verify step scores
+k + 1 positions in one pass where the baseline scores one, and that other shape can round the
+target's scores differently. When its two best candidates are closer than that rounding, either may
+win. `compare_runs(baseline, run)` pairs the requests by prompt and says, per request:
+
+    identical       the same output tokens
+    tie             parts at token t, and the runs' own logprobs show a tie: at t both runs put the
+                    same two candidates on top, and the target's preference between them moved
+                    between the runs by no more than it moved on the text they shared (tokens < t)
+    not_a_tie       parts at t, and the logprobs say the choice there was clear: the drafting path
+                    changed the target's choice (a bug, or an engine that is not lossless)
+    unexplained     parts at t, but a run recorded no logprobs to judge by
+    not_applicable  sampled (temperature > 0): outputs are draws; per-token comparison does not apply
+
+Worked example (the ngram edit pair in bfloat16, request 1): the baseline wrote " cart" at token 36
+with logprobs " cart" -0.58, " items" -0.70 (a margin of 0.125, one bfloat16 step at that logit
+size); the ngram run's target scored them -0.64 and -0.64 and wrote " items". The preference moved
+by 0.125 + 0.0 = 0.125; on the 35 tokens before, the same pairs' margins moved between the runs by
+up to 0.25 -> a tie. A run where the target preferred its token by 3.0 at t, against prefix moves of
+0.25, is not a tie.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from .runfile import Request, Run, TokenCandidates
+
+Verdict = Literal["identical", "tie", "not_a_tie", "unexplained", "not_applicable"]
+EXPLAINED: tuple[Verdict, ...] = ("identical", "tie", "not_applicable")  # nothing to report as an error
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """The first output position where two requests differ, with the target's scores there in both runs."""
+
+    position: int  # 0-based output token index
+    baseline_token: int
+    run_token: int
+    baseline_logprobs: tuple[float | None, float | None] | None  # (baseline's token, run's token) in the baseline
+    run_logprobs: tuple[float | None, float | None] | None  # the same two tokens, as the run's target scored them
+    prefix_move: float | None  # the largest move of a candidate margin between the runs on tokens < position
+
+    @property
+    def flip(self) -> float | None:
+        """How far the target's preference between the two tokens moved from one run to the other (nats).
+
+        baseline: A -0.58, B -0.70 (A by 0.125); run: A -0.64, B -0.64 (B by 0.0) -> 0.125.
+        None when either run did not report both tokens.
+        """
+        if not (self.baseline_logprobs and self.run_logprobs) or None in (*self.baseline_logprobs, *self.run_logprobs):
+            return None
+        (a_base, b_base), (a_run, b_run) = self.baseline_logprobs, self.run_logprobs
+        return (a_base - b_base) + (b_run - a_run)
+
+
+@dataclass(frozen=True)
+class RequestComparison:
+    prompt_index: int  # the request's index in the run
+    request_id: str
+    verdict: Verdict
+    divergence: Divergence | None = None
+    baseline_text: str = ""  # the two tokens at the divergence, decoded, when the runs carry their texts
+    run_text: str = ""
+    reason: str = ""
+
+    def headline(self) -> str:
+        """One line a stakeholder reads in one breath.
+
+        'identical output (320 tokens)', or "parts at token 37: a tie in bfloat16 — ' cart' and ' items'
+        scored within 0.125 of each other, ...".
+        """
+        if self.verdict in ("identical", "not_applicable"):
+            return self.reason
+        d = self.divergence
+        return f"parts at token {d.position + 1}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class RunComparison:
+    requests: list[RequestComparison]
+    dtype: str | None
+    unmatched: int  # requests of the run with no baseline request of the same prompt
+
+    @property
+    def identical(self) -> int:
+        return sum(c.verdict == "identical" for c in self.requests)
+
+    @property
+    def ties(self) -> int:
+        return sum(c.verdict == "tie" for c in self.requests)
+
+    @property
+    def all_explained(self) -> bool:
+        return all(c.verdict in EXPLAINED for c in self.requests)
+
+    def summary(self) -> str:
+        """'2 of 2 requests identical' / '0 of 2 identical; 2 part at a tie in bfloat16' / '... 1 NOT a tie'."""
+        n = len(self.requests)
+        if n == 0:
+            return "no request of the run has a baseline request with the same prompt"
+        if all(c.verdict == "not_applicable" for c in self.requests):
+            return self.requests[0].reason
+        words = [f"{self.identical} of {n} requests identical"]
+        if self.ties:
+            words.append(f"{self.ties} part at a tie{_in(self.dtype)}")
+        if bad := sum(c.verdict == "not_a_tie" for c in self.requests):
+            words.append(f"{bad} part where the target's choice was clear (NOT a tie)")
+        if unknown := sum(c.verdict == "unexplained" for c in self.requests):
+            words.append(f"{unknown} part without logprobs to explain why")
+        return "; ".join(words)
+
+
+def _in(dtype: str | None) -> str:
+    return f" in {dtype}" if dtype else ""
+
+
+def first_difference(a: list[int], b: list[int]) -> int | None:
+    """The first index where a and b differ, counting a shorter list's end as a difference; None if equal.
+
+    first_difference([1, 2, 3], [1, 5, 3]) -> 1;  first_difference([1, 2], [1, 2, 3]) -> 2
+    """
+    i = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+    if i is None and len(a) != len(b):
+        return min(len(a), len(b))
+    return i
+
+
+def margin_moves(base: list[TokenCandidates], run: list[TokenCandidates], upto: int) -> list[float]:
+    """How much the target's margin between two candidates moved between the runs, at each position < upto.
+
+    At a position both runs reported (top1, top2) = (5, 9): baseline -0.1, -2.4 (margin 2.3), run
+    -0.1, -2.3 (margin 2.2) -> a move of 0.1. Only pairs both runs reported count.
+    """
+    moves = []
+    for b, r in zip(base[:upto], run[:upto]):
+        shared = [t for t in b.token_ids if r.logprob_of(t) is not None]
+        for i, x in enumerate(shared):
+            for y in shared[i + 1:]:
+                moves.append(abs((b.logprob_of(x) - b.logprob_of(y)) - (r.logprob_of(x) - r.logprob_of(y))))
+    return moves
+
+
+def compare_requests(base: Request, run: Request, *, greedy: bool, dtype: str | None, index: int = 0,
+                     decode=None) -> RequestComparison:
+    """Classify one pair of requests with the same prompt (see the module docstring)."""
+    n = len(run.output_token_ids)
+    if not greedy:
+        return RequestComparison(index, run.request_id, "not_applicable",
+                                 reason="sampled run (temperature > 0): its tokens are draws, so token-by-token "
+                                        "comparison with the baseline does not apply")
+    at = first_difference(base.output_token_ids, run.output_token_ids)
+    if at is None:
+        return RequestComparison(index, run.request_id, "identical", reason=f"identical output ({n} tokens)")
+    if at >= min(len(base.output_token_ids), len(run.output_token_ids)):
+        shorter = "baseline" if len(base.output_token_ids) < n else "run"
+        return RequestComparison(
+            index, run.request_id, "identical",
+            reason=f"identical for {at} tokens, where the {shorter} stopped (it was cut off or failed)")
+    a, b = base.output_token_ids[at], run.output_token_ids[at]
+    texts = (decode(a), decode(b)) if decode else (_texts_at(base, at, a), _texts_at(run, at, b))
+    if base.top_logprobs is None or run.top_logprobs is None:
+        missing = "the baseline" if base.top_logprobs is None else "the run"
+        d = Divergence(at, a, b, None, None, None)
+        return RequestComparison(index, run.request_id, "unexplained", d, *texts,
+                                 reason=f"not explained: {missing} recorded no logprobs (record with --logprobs 2)")
+    cb, cr = base.top_logprobs[at], run.top_logprobs[at]
+    moves = margin_moves(base.top_logprobs, run.top_logprobs, at)
+    d = Divergence(at, a, b, (cb.logprob_of(a), cb.logprob_of(b)), (cr.logprob_of(a), cr.logprob_of(b)),
+                   max(moves) if moves else None)
+    top2_b, top2_r = set(cb.token_ids[:2]), set(cr.token_ids[:2])
+    shown = f"{_quote(texts[0])} and {_quote(texts[1])}"
+    if d.flip is None or top2_b != {a, b} or top2_r != {a, b}:
+        return RequestComparison(index, run.request_id, "not_a_tie", d, *texts,
+                                 reason=f"NOT a tie: the two runs do not share {shown} as the target's two best "
+                                        "candidates there, so drafting changed the target's choice")
+    margin_b, margin_r = d.baseline_logprobs[0] - d.baseline_logprobs[1], d.run_logprobs[1] - d.run_logprobs[0]
+    scored = (f"the baseline preferred {_quote(texts[0])} by {margin_b:.3f}, the run {_quote(texts[1])} by "
+              f"{margin_r:.3f}")
+    tolerance = d.prefix_move or 0.0
+    if d.flip <= tolerance + 1e-6:
+        exact = "scored the same" if min(margin_b, margin_r) < 1e-6 else "scored within one rounding"
+        return RequestComparison(
+            index, run.request_id, "tie", d, *texts,
+            reason=(f"a tie{_in(dtype)}: {shown} {exact} ({scored}; on the {at} tokens before, the same scores "
+                    f"moved by up to {tolerance:.3f} between the runs)"))
+    return RequestComparison(
+        index, run.request_id, "not_a_tie", d, *texts,
+        reason=(f"NOT a tie: {scored}, a move of {d.flip:.3f}, more than the up to {tolerance:.3f} the same scores "
+                f"moved on the {at} tokens before: drafting changed the target's choice"))
+
+
+def _texts_at(req: Request, position: int, token_id: int) -> str:
+    """The decoded text of the output token at `position`, from the steps' texts when recorded."""
+    seen = 0
+    for step in req.steps:
+        n = len(step.committed_token_ids)
+        if seen + n > position and step.sampled_texts:
+            return step.sampled_texts[position - seen]
+        seen += n
+    return f"token {token_id}"
+
+
+def _quote(text: str) -> str:
+    return repr(text)  # quotes show a token's leading space: ' cart'
+
+
+def is_greedy(run: Run) -> bool:
+    return (run.meta.sampling.get("temperature") or 0.0) == 0.0
+
+
+def shared_dtype(baseline: Run, run: Run) -> str | None:
+    """The dtype both runs' targets ran in; None if unknown or if they differ."""
+    return run.meta.dtype if run.meta.dtype == baseline.meta.dtype else None
+
+
+def compare_runs(baseline: Run, run: Run, decode=None) -> RunComparison:
+    """Compare every request of `run` with the baseline's request of the same prompt (see the module docstring)."""
+    greedy = is_greedy(baseline) and is_greedy(run)
+    dtype = shared_dtype(baseline, run)
+    by_prompt = {r.prompt: r for r in baseline.requests if r.output_token_ids}
+    out, unmatched = [], 0
+    for i, req in enumerate(run.requests):
+        base = by_prompt.get(req.prompt)
+        if base is None or not req.output_token_ids:
+            unmatched += 1
+            continue
+        out.append(compare_requests(base, req, greedy=greedy, dtype=dtype, index=i, decode=decode))
+    return RunComparison(requests=out, dtype=dtype, unmatched=unmatched)

@@ -1,0 +1,100 @@
+"""specviz.divergence: identical, a tie, not a tie, no logprobs, sampled; with worked numbers."""
+
+from __future__ import annotations
+
+from conftest import make_run
+
+from specviz.divergence import compare_runs, first_difference, margin_moves
+from specviz.runfile import Request, TokenCandidates
+
+CART, ITEMS = 11, 12
+
+
+def cands(*pairs: tuple[int, float]) -> TokenCandidates:
+    return TokenCandidates(token_ids=[t for t, _ in pairs], logprobs=[lp for _, lp in pairs])
+
+
+def request(tokens: list[int], logprobs: list[TokenCandidates] | None, rid: str = "r0") -> Request:
+    return Request(request_id=rid, prompt="Rename items to cart", output_token_ids=tokens, output_text="",
+                   start_time_s=0.0, finish_reason="length", top_logprobs=logprobs)
+
+
+# The shared prefix: three tokens whose top-2 margins move between the runs by 0.0, 0.125 and 0.0625.
+PREFIX_BASE = [cands((1, -0.1), (2, -2.5)), cands((3, -0.2), (4, -1.0)), cands((5, -0.3), (6, -0.9))]
+PREFIX_RUN = [cands((1, -0.1), (2, -2.5)), cands((3, -0.2), (4, -1.125)), cands((5, -0.3), (6, -0.9625))]
+
+
+def pair(at_base: TokenCandidates, at_run: TokenCandidates, base_token=CART, run_token=ITEMS, **meta):
+    base = make_run([request([1, 3, 5, base_token], PREFIX_BASE + [at_base])], k=None, **meta)
+    run = make_run([request([1, 3, 5, run_token], PREFIX_RUN + [at_run])], k=3, **meta)
+    return base, run
+
+
+def test_first_difference_counts_a_shorter_end():
+    assert first_difference([1, 2, 3], [1, 5, 3]) == 1
+    assert first_difference([1, 2], [1, 2, 3]) == 2
+    assert first_difference([1, 2], [1, 2]) is None
+
+
+def test_margin_moves_on_the_shared_prefix():
+    assert margin_moves(PREFIX_BASE, PREFIX_RUN, 3) == [0.0, 0.125, 0.0625]
+    assert margin_moves(PREFIX_BASE, PREFIX_RUN, 1) == [0.0]
+
+
+def test_identical_outputs():
+    base, run = pair(cands((CART, -0.5), (ITEMS, -0.6)), cands((CART, -0.5), (ITEMS, -0.6)), run_token=CART)
+    c = compare_runs(base, run, decode=str)
+    assert [r.verdict for r in c.requests] == ["identical"]
+    assert c.summary() == "1 of 1 requests identical" and c.all_explained
+
+
+def test_a_flip_within_what_the_prefix_moved_is_a_tie():
+    # baseline: cart by 0.125; run: items by 0.0 -> the preference moved 0.125, the prefix moved up to 0.125
+    base, run = pair(cands((CART, -0.58), (ITEMS, -0.705)), cands((ITEMS, -0.64), (CART, -0.64)),
+                     dtype="bfloat16")
+    c = compare_runs(base, run, decode=lambda t: {CART: " cart", ITEMS: " items"}[t])
+    r = c.requests[0]
+    assert r.verdict == "tie" and r.divergence.position == 3
+    assert abs(r.divergence.flip - 0.125) < 1e-9 and r.divergence.prefix_move == 0.125
+    assert "a tie in bfloat16" in r.reason and "' cart' and ' items'" in r.reason
+    assert r.headline().startswith("parts at token 4: a tie in bfloat16")
+    assert c.summary() == "0 of 1 requests identical; 1 part at a tie in bfloat16" and c.all_explained
+
+
+def test_a_clear_choice_that_flipped_is_not_a_tie():
+    # the baseline preferred cart by 3.0: no rounding on the prefix moved a margin by more than 0.125
+    base, run = pair(cands((CART, -0.05), (ITEMS, -3.05)), cands((ITEMS, -0.05), (CART, -3.05)))
+    r = compare_runs(base, run).requests[0]
+    assert r.verdict == "not_a_tie" and abs(r.divergence.flip - 6.0) < 1e-9
+    assert "NOT a tie" in r.reason
+    assert not compare_runs(base, run).all_explained
+
+
+def test_a_token_outside_the_other_runs_top_two_is_not_a_tie():
+    base, run = pair(cands((CART, -0.5), (99, -0.6), (ITEMS, -4.0)), cands((ITEMS, -0.5), (CART, -0.6)))
+    r = compare_runs(base, run).requests[0]
+    assert r.verdict == "not_a_tie" and "two best candidates" in r.reason
+
+
+def test_no_logprobs_is_unexplained_not_a_guess():
+    base, run = pair(cands((CART, -0.5), (ITEMS, -0.6)), cands((ITEMS, -0.5), (CART, -0.6)))
+    base = base.model_copy(update={"requests": [base.requests[0].model_copy(update={"top_logprobs": None})]})
+    r = compare_runs(base, run).requests[0]
+    assert r.verdict == "unexplained" and "recorded no logprobs" in r.reason
+    assert not compare_runs(base, run).all_explained
+
+
+def test_sampled_runs_are_not_compared_token_by_token():
+    base, run = pair(cands((CART, -0.5), (ITEMS, -0.6)), cands((ITEMS, -0.5), (CART, -0.6)),
+                     sampling={"temperature": 0.8})
+    c = compare_runs(base, run)
+    assert [r.verdict for r in c.requests] == ["not_applicable"] and c.all_explained
+    assert "does not apply" in c.summary()
+
+
+def test_requests_pair_by_prompt_and_unmatched_ones_are_counted():
+    base, run = pair(cands((CART, -0.5), (ITEMS, -0.6)), cands((CART, -0.5), (ITEMS, -0.6)), run_token=CART)
+    other = request([7], [cands((7, -0.1))], rid="r1").model_copy(update={"prompt": "another prompt"})
+    run = run.model_copy(update={"requests": [*run.requests, other]})
+    c = compare_runs(base, run)
+    assert len(c.requests) == 1 and c.unmatched == 1
