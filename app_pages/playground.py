@@ -19,6 +19,8 @@ from specviz.verify import VerifyError, verify_draft
 from specviz.viewer import viewer_mode
 
 PLAYGROUND_METHODS = ["none", "ngram", "draft_model", "eagle", "eagle3", "suffix"]
+DEFAULT_DTYPE = "specviz's default"  # demo_model.default_dtype: float32 for the demo model, else vLLM's auto
+DTYPES = [DEFAULT_DTYPE, "float32", "bfloat16", "auto"]
 RECORDED, LOCAL, ATTACHED = "Recorded run", "Local engine (specviz starts it)", "vLLM server at a URL"
 
 
@@ -42,7 +44,7 @@ def init_state() -> None:
         "pg_model": str(demo_model_dir()), "pg_method": "ngram", "pg_k": 3, "pg_lookup_min": 2,
         "pg_lookup_max": 4, "pg_draft_model": "", "pg_prompt": "The weather today is", "pg_max_tokens": 64,
         "pg_temperature": 0.0, "pg_gen": None, "pg_runs": [], "pg_source": RECORDED,
-        "pg_url": "http://127.0.0.1:8000", "pg_trace_file": "", "pg_attach_spec": "", "pg_attached": None,
+        "pg_url": "http://127.0.0.1:8000", "pg_dtype": DEFAULT_DTYPE, "pg_trace_file": "", "pg_attach_spec": "", "pg_attached": None,
     }.items():
         st.session_state.setdefault(key, value)
 
@@ -61,9 +63,13 @@ def spec_from_controls() -> SpecConfig | None:
     return spec
 
 
+def chosen_dtype() -> str | None:
+    return None if st.session_state.pg_dtype == DEFAULT_DTYPE else st.session_state.pg_dtype
+
+
 def start_generation() -> None:
     try:
-        config = EngineConfig(model=st.session_state.pg_model, spec=spec_from_controls())
+        config = EngineConfig(model=st.session_state.pg_model, spec=spec_from_controls(), dtype=chosen_dtype())
     except ConfigError as e:
         st.error(str(e))
         return
@@ -102,13 +108,16 @@ def draw(run, done: bool, area, tick: int) -> None:
     with area.container():
         s = summarize(run)
         ui.metrics_row(s)
+        marks = None
         if done and run.meta.method is not None and (base := baseline_for(run)):
             b = summarize(base)
             c1, c2 = st.columns(2)
             c1.metric("target passes saved vs baseline", b.num_steps - s.num_steps)
             if s.output_tokens_per_s and b.output_tokens_per_s:
                 c2.metric("speed vs baseline", f"{s.output_tokens_per_s / b.output_tokens_per_s:.2f}x")
-        ui.request_view(run.requests[0], ui.provenance(run), steps=slice(-40, None), chart_key=f"pg_acc_{tick}")
+            marks = ui_race.baseline_comparison(base, run, run.requests[0], "generated just before")
+        ui.request_view(run.requests[0], ui.provenance(run), steps=slice(-40, None), chart_key=f"pg_acc_{tick}",
+                        marks=marks)
 
 
 
@@ -142,6 +151,10 @@ def local_engine_controls() -> None:
             st.number_input("prompt_lookup_max", 1, 8, key="pg_lookup_max")
         elif st.session_state.pg_method in ("draft_model", "eagle", "eagle3"):
             st.text_input("Draft model folder", key="pg_draft_model")
+        st.selectbox("Target dtype", DTYPES, key="pg_dtype",
+                     help="specviz serves the demo model in float32, where greedy output with drafting is "
+                          "identical to the target alone; in bfloat16 near-tied candidates can round the other "
+                          "way when k+1 tokens are verified in one pass (the Methods page, 'Is it lossless?')")
         running = shared_engine().running()
         st.caption(f"Running: {running.describe()}" if running else "No engine running.")
 
@@ -242,7 +255,7 @@ if race:
         if gen is not None:
             gen.stop()
         st.session_state[ui_race.LIVE_RACE] = ui_race.run_live_race(
-            shared_engine(), st.session_state.pg_model, spec, st.session_state.pg_prompt,
+            shared_engine(), st.session_state.pg_model, spec, st.session_state.pg_prompt, dtype=chosen_dtype(),
             max_tokens=st.session_state.pg_max_tokens, temperature=st.session_state.pg_temperature,
             tokenizer=tokenizer_for(st.session_state.pg_model))
         ui_race.start_race("pg_live_race_view")

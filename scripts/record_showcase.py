@@ -26,6 +26,7 @@ from specviz.config import SpecConfig
 from specviz.demo_model import DEMO_MODEL_DTYPE, ensure_demo_model
 from specviz.divergence import compare_runs
 from specviz.metrics import summarize
+from specviz.prompts import load_prompts
 from specviz.runfile import SAMPLE_RUNS_DIR, save_run
 from specviz.serving.local import LocalServer
 from specviz.serving.recording import record
@@ -35,44 +36,6 @@ REPO = Path(__file__).resolve().parent.parent
 OUT = SAMPLE_RUNS_DIR / "showcase"
 MAX_TOKENS = 320
 
-_MODULE = '''def parse_price(text):
-    text = text.strip().replace("$", "")
-    return float(text)
-
-
-def total_price(items, tax_rate):
-    total = 0
-    for item in items:
-        total = total + parse_price(item["price"]) * item["quantity"]
-    return total + total * tax_rate
-
-
-def cheapest(items):
-    best = None
-    for item in items:
-        if best is None or parse_price(item["price"]) < parse_price(best["price"]):
-            best = item
-    return best
-
-
-def describe(items, tax_rate):
-    lines = []
-    for item in items:
-        lines.append(item["name"] + ": " + item["price"] + " x " + str(item["quantity"]))
-    lines.append("total: " + str(total_price(items, tax_rate)))
-    return "\\n".join(lines)
-'''
-
-PROMPT_SETS = {
-    "edit": [
-        "Add type hints to every function in this code and return the whole code.\n\n" + _MODULE,
-        "Rename the variable `items` to `cart` everywhere in this code and return the whole code.\n\n" + _MODULE,
-    ],
-    "chat": [
-        "Write a short story about a lost umbrella.",
-        "How do I take care of a houseplant?",
-    ],
-}
 RUNS = [  # (file stem, prompt set, speculative config or None for the baseline)
     ("baseline-edit-c1", "edit", None),
     ("ngram-k3-edit-c1", "edit", {"method": "ngram", "num_speculative_tokens": 3,
@@ -97,8 +60,8 @@ def main() -> None:
             continue
         with LocalServer(model=model, spec=SpecConfig.from_dict(spec) if spec else None, dtype=args.dtype) as server:
             took = server.start()
-            run = record(server, PROMPT_SETS[prompt_set], prompt_set=f"showcase-{prompt_set}", concurrency=1,
-                         max_tokens=MAX_TOKENS)
+            name, prompts = load_prompts(f"builtin:showcase-{prompt_set}")
+            run = record(server, prompts, prompt_set=name, concurrency=1, max_tokens=MAX_TOKENS)
         path = save_run(run, args.out / f"{stem}.json.gz")
         s = summarize(run)
         line = {"file": path.name, "dtype": run.meta.dtype, "ready_after_s": round(took, 1), "complete": s.complete,

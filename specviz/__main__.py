@@ -152,7 +152,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from .prompts import PromptSetError
     from .sweep import SweepError, SweepGrid
     from .sweep_runner import check_grid, run_sweep
-    from .sweep_table import sweep_summary_line, sweep_table
+    from .sweep_table import outputs_vs_baseline, sweep_summary_line, sweep_table
 
     try:
         drafters = [json.loads(d) for d in args.drafter]
@@ -202,8 +202,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return _fail(f"interrupted; finished cells are saved in {out / 'sweep.json'}; run the same command "
                      "to resume", 130)
     bar.close()
-    table = sweep_table(sweep)
+    compared = outputs_vs_baseline(sweep, out)
+    table = sweep_table(sweep, outputs=compared)
     table.to_csv(out / "sweep.csv", index=False)
+    for (drafter, k, c), text in compared.items():
+        print(f"outputs of {drafter} k={k} c={c} against the baseline: {text}", file=sys.stderr)
     print(json.dumps({"out": str(out / "sweep.json"), "cells": len(sweep.cells), "complete": sweep.complete}))
     return 0
 

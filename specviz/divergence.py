@@ -68,6 +68,22 @@ class RequestComparison:
     run_text: str = ""
     reason: str = ""
 
+    def marker(self) -> str:
+        """The hover text of the token where the outputs part, with both runs' scores of the two candidates.
+
+        "the outputs part here: the baseline wrote ' cart' (logprob -0.580; ' items' -0.705), this run
+        ' items' (-0.640; ' cart' -0.640)"
+        """
+        d = self.divergence
+        if d is None:
+            return ""
+        a, b = _quote(self.baseline_text), _quote(self.run_text)
+        if d.baseline_logprobs is None or d.run_logprobs is None:
+            return f"the outputs part here: the baseline wrote {a}, this run {b} (no logprobs recorded)"
+        return (f"the outputs part here: the baseline wrote {a} (logprob {_lp(d.baseline_logprobs[0])}; {b} "
+                f"{_lp(d.baseline_logprobs[1])}), this run {b} ({_lp(d.run_logprobs[1])}; {a} "
+                f"{_lp(d.run_logprobs[0])})")
+
     def headline(self) -> str:
         """One line a stakeholder reads in one breath.
 
@@ -203,6 +219,10 @@ def _texts_at(req: Request, position: int, token_id: int) -> str:
             return step.sampled_texts[position - seen]
         seen += n
     return f"token {token_id}"
+
+
+def _lp(value: float | None) -> str:
+    return "not in its top candidates" if value is None else f"{value:.3f}"
 
 
 def _quote(text: str) -> str:

@@ -37,6 +37,34 @@ def average_price(items):
     return total_price(items, 0) / len(items)
 '''
 
+_SHOWCASE_MODULE = '''def parse_price(text):
+    text = text.strip().replace("$", "")
+    return float(text)
+
+
+def total_price(items, tax_rate):
+    total = 0
+    for item in items:
+        total = total + parse_price(item["price"]) * item["quantity"]
+    return total + total * tax_rate
+
+
+def cheapest(items):
+    best = None
+    for item in items:
+        if best is None or parse_price(item["price"]) < parse_price(best["price"]):
+            best = item
+    return best
+
+
+def describe(items, tax_rate):
+    lines = []
+    for item in items:
+        lines.append(item["name"] + ": " + item["price"] + " x " + str(item["quantity"]))
+    lines.append("total: " + str(total_price(items, tax_rate)))
+    return "\\n".join(lines)
+'''
+
 BUILTIN_PROMPT_SETS: dict[str, tuple[str, list[str]]] = {
     "chat": (
         "open-ended questions; little to copy from the prompt",
@@ -79,6 +107,19 @@ BUILTIN_PROMPT_SETS: dict[str, tuple[str, list[str]]] = {
             "Write the alphabet in capital letters with spaces between the letters, twice.",
             "Write 'red, green, blue' ten times on one line.",
         ],
+    ),
+    # The showcase runs' prompts (scripts/record_showcase.py, sample_runs/showcase/): long enough to watch.
+    "showcase-edit": (
+        "edit a 25-line Python module and return all of it; the answer copies most of the prompt",
+        [
+            "Add type hints to every function in this code and return the whole code.\n\n" + _SHOWCASE_MODULE,
+            "Rename the variable `items` to `cart` everywhere in this code and return the whole code.\n\n"
+            + _SHOWCASE_MODULE,
+        ],
+    ),
+    "showcase-chat": (
+        "two everyday requests the shipped drafters were trained for",
+        ["Write a short story about a lost umbrella.", "How do I take care of a houseplant?"],
     ),
 }
 

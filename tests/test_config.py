@@ -38,7 +38,7 @@ def test_draft_model_must_exist_locally(tmp_path):
 
 
 def test_builtin_prompt_sets_and_files(tmp_path):
-    assert set(BUILTIN_PROMPT_SETS) == {"chat", "summarize", "code", "repetitive"}
+    assert set(BUILTIN_PROMPT_SETS) == {"chat", "summarize", "code", "repetitive", "showcase-edit", "showcase-chat"}
     name, prompts = load_prompts("builtin:code")
     assert name == "code" and all("def total_price" in p for p in prompts)
     (tmp_path / "mine.txt").write_text("first\n\nsecond\n")

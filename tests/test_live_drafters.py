@@ -1,9 +1,10 @@
-"""Live: the shipped drafters (drafters/) load in real vLLM with the demo model (SmolLM2-135M),
-draft tokens the target accepts, and leave greedy output identical to the target alone.
+"""Live: the demo model (SmolLM2-135M) as specviz serves it by default (float32) gives greedy output
+identical to its baseline with ngram, the shipped draft model and the shipped EAGLE-3 head, on the
+showcase prompts at concurrency 1 and 4; the shipped drafters draft tokens the target accepts.
 
-One server per config (baseline, eagle3, draft_model), each started once; the target runs in
-float32 so that no near-tied logits flip between a one-row and a (k+1)-row forward pass (in
-bfloat16 they sometimes do; see sample_runs/README.md).
+One server per config (baseline, ngram, eagle3, draft_model), each started once and recorded at both
+concurrencies. The dtype is left to specviz's default on purpose: in bfloat16 near-tied candidates
+can flip between a one-row and a (k+1)-row forward pass (sample_runs/showcase/README.md).
 """
 
 from __future__ import annotations
@@ -11,18 +12,20 @@ from __future__ import annotations
 import pytest
 
 from specviz.config import SpecConfig
+from specviz.divergence import compare_runs
 from specviz.metrics import counters_acceptance, run_acceptance
+from specviz.prompts import load_prompts
 from specviz.serving.local import LocalServer
 from specviz.serving.recording import record
 from specviz.train import DRAFT_DIR, DRAFTER_SPECS, EAGLE3_DIR
-from specviz.train.data import HELDOUT_CHAT
 
 pytestmark = pytest.mark.live
 
 K = 3
-MAX_TOKENS = 32
-PROMPTS = HELDOUT_CHAT[:4]
-CONCURRENCY = 4
+MAX_TOKENS = 64
+PROMPTS = load_prompts("builtin:showcase-edit")[1] + load_prompts("builtin:showcase-chat")[1]
+CONCURRENCIES = (1, 4)
+NGRAM = {"method": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 4}
 
 
 @pytest.fixture(scope="module")
@@ -35,29 +38,33 @@ def runs():
     target = str(ensure_demo_model())
     specs = {
         "baseline": None,
+        "ngram": SpecConfig.from_dict(NGRAM | {"num_speculative_tokens": K}),
         "eagle3": SpecConfig.from_dict(DRAFTER_SPECS["eagle3"] | {"num_speculative_tokens": K}),
         "draft_model": SpecConfig.from_dict(DRAFTER_SPECS["draft_model"] | {"num_speculative_tokens": K}),
     }
     out = {}
     for name, spec in specs.items():
-        with LocalServer(model=target, spec=spec, dtype="float32") as server:
+        with LocalServer(model=target, spec=spec) as server:  # specviz's default dtype for the demo model
             server.start()
-            out[name] = record(server, PROMPTS, prompt_set="heldout-chat", concurrency=CONCURRENCY,
-                               max_tokens=MAX_TOKENS)
+            for c in CONCURRENCIES:
+                out[name, c] = record(server, PROMPTS, prompt_set="showcase", concurrency=c, max_tokens=MAX_TOKENS)
     return out
 
 
-@pytest.mark.parametrize("name", ["eagle3", "draft_model"])
-def test_greedy_output_is_identical_to_the_target_alone(runs, name):
-    base = {r.prompt: r.output_token_ids for r in runs["baseline"].requests}
-    spec = {r.prompt: r.output_token_ids for r in runs[name].requests}
-    assert len(base) == len(PROMPTS) and all(len(v) > 0 for v in base.values())
-    assert spec == base
+@pytest.mark.parametrize("c", CONCURRENCIES)
+@pytest.mark.parametrize("name", ["ngram", "eagle3", "draft_model"])
+def test_greedy_output_is_identical_to_the_target_alone(runs, name, c):
+    base, run = runs["baseline", c], runs[name, c]
+    assert base.meta.dtype == run.meta.dtype == "float32"
+    assert len(base.requests) == len(PROMPTS) and all(r.output_token_ids for r in base.requests)
+    comparison = compare_runs(base, run)
+    assert [r.verdict for r in comparison.requests] == ["identical"] * len(PROMPTS), comparison.summary()
+    assert all(r.top_logprobs and len(r.top_logprobs) == len(r.output_token_ids) for r in run.requests)
 
 
 @pytest.mark.parametrize("name, floor", [("eagle3", 1.1), ("draft_model", 1.1)])
 def test_the_trained_drafter_is_accepted(runs, name, floor):
-    run = runs[name]
+    run = runs[name, 4]
     acc = run_acceptance(run)
     assert run.meta.method == name and acc.num_drafts > 0
     # a random drafter on this target stays near 1.0; the shipped ones measured 1.75 (draft) and 1.73

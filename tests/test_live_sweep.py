@@ -7,7 +7,7 @@ import pytest
 from specviz.runfile import load_run
 from specviz.sweep import SweepGrid, load_sweep
 from specviz.sweep_runner import run_sweep
-from specviz.sweep_table import TABLE_COLUMNS, sweep_table
+from specviz.sweep_table import TABLE_COLUMNS, outputs_vs_baseline, sweep_table
 
 pytestmark = pytest.mark.live
 
@@ -20,7 +20,7 @@ def test_sweep_measures_every_cell_resumes_after_an_interruption_and_compares_wi
     grid = SweepGrid(target_model=str(target), drafters=[{"method": "ngram", "prompt_lookup_min": 1,
                                                           "prompt_lookup_max": 3}],
                      num_speculative_tokens=[1, 3], concurrencies=[1, 2], prompts="builtin:repetitive",
-                     num_requests=4, max_tokens=24, dtype="float32")
+                     num_requests=4, max_tokens=24, dtype="float32", logprobs=2)
     out = tmp_path / "sweep"
     engines: list[str] = []
 
@@ -40,11 +40,11 @@ def test_sweep_measures_every_cell_resumes_after_an_interruption_and_compares_wi
     assert engines == ["baseline", "ngram lookup 1-3", "ngram lookup 1-3", "ngram lookup 1-3"]
     assert sweep.complete and len(sweep.cells) == 6
 
-    table = sweep_table(sweep)
+    table = sweep_table(sweep, outputs=outputs_vs_baseline(sweep, out))
     assert list(table.columns) == TABLE_COLUMNS and len(table) == 6
     spec_only = ["method", "num_speculative_tokens", "mean_acceptance_length", "mean_acceptance_length_low",
                  "mean_acceptance_length_high", "draft_acceptance_rate", "acceptance_from",
-                 "counters_match"]  # the baseline has no drafts, so these are empty on its rows
+                 "counters_match", "outputs_vs_baseline"]  # the baseline has no drafts, so these are empty on its rows
     assert table.drop(columns=spec_only).notna().all().all()
     assert table[table.drafter != "baseline"][spec_only].notna().all().all()
     for row in table.itertuples():
@@ -53,6 +53,7 @@ def test_sweep_measures_every_cell_resumes_after_an_interruption_and_compares_wi
         assert load_run(out / row.run_files).meta.concurrency == row.concurrency  # one run per cell
         if row.drafter != "baseline":
             assert row.mean_acceptance_length > 1 and row.counters_match
+            assert row.outputs_vs_baseline == "4 of 4 requests identical"  # float32: greedy output is the target's
 
 
 def test_an_untraced_sweep_with_repeats_takes_acceptance_from_vllms_counters_and_feeds_the_tuner(tmp_path):

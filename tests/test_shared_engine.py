@@ -47,7 +47,7 @@ def test_owner_may_switch_configuration(shared):
 
 def test_second_session_is_told_what_runs_instead_of_restarting_it(shared):
     a = shared.ensure(NGRAM, "alice")
-    with pytest.raises(EngineBusy, match=r"m \(ngram, k=3\)"):
+    with pytest.raises(EngineBusy, match=r"m \(ngram, k=3; auto\)"):
         shared.ensure(BASELINE, "bob")
     assert a.alive() and len(FakeServer.started) == 1
 

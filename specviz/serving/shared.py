@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from ..base import Frozen, SpecvizError
 from ..config import SpecConfig
+from ..demo_model import default_dtype
 from .local import LocalServer
 
 IDLE_AFTER_S = 600  # a session that has not used the engine for this long no longer holds it
@@ -31,7 +32,7 @@ class EngineConfig(Frozen):
         spec = "no speculation" if self.spec is None else (
             f"{self.spec.method}, k={self.spec.num_speculative_tokens}"
             + (f", draft {self.spec.model}" if self.spec.model else ""))
-        return f"{self.model} ({spec})"
+        return f"{self.model} ({spec}; {self.dtype or default_dtype(self.model)})"
 
 
 class EngineBusy(SpecvizError, RuntimeError):

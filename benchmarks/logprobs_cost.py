@@ -1,0 +1,74 @@
+"""What recording the target's top-2 logprobs per token costs, measured side by side on one server.
+
+    .venv/bin/python benchmarks/logprobs_cost.py [--rounds 6] [--concurrency 4] [--dtype float32]
+
+`record` asks vLLM for the top 2 logprobs of every output token by default (so `specviz compare`
+can tell a tie from a bug); `--logprobs 0` turns it off. Logprobs are per request, so one server
+(the demo model, ngram k=3, the tracer) serves both arms: each round records the same prompts once
+without and once with logprobs, in alternating order, so drift on a noisy machine hits both alike.
+Printed: output tokens/s and the engine's time per step (from the tracer) per arm, and the ratio
+with-logprobs / without as a bootstrap interval over rounds (benchmarks/tracer_overhead.py's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+from tracer_overhead import SPEC, paired_ratio_interval
+
+from specviz.config import SpecConfig
+from specviz.demo_model import DEMO_MODEL_DTYPE, ensure_demo_model
+from specviz.metrics import output_tokens_per_s, step_figures
+from specviz.prompts import load_prompts
+from specviz.serving.local import LocalServer
+from specviz.serving.recording import DEFAULT_LOGPROBS, load_tokenizer, record, warmup_prompts
+from specviz.serving.server import local_device, vllm_version
+
+ARMS = {"without": 0, "with": DEFAULT_LOGPROBS}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rounds", type=int, default=6)
+    p.add_argument("--concurrency", type=int, default=4)
+    p.add_argument("--num-requests", type=int, default=8)
+    p.add_argument("--max-tokens", type=int, default=64)
+    p.add_argument("--dtype", default=DEMO_MODEL_DTYPE)
+    args = p.parse_args()
+
+    _, base = load_prompts("builtin:code")
+    prompts = (base * args.num_requests)[: args.num_requests]
+    model = str(ensure_demo_model())
+    tokenizer = load_tokenizer(model)
+    tput: dict[str, list[list[float]]] = {name: [] for name in ARMS}
+    step_s: dict[str, list[list[float]]] = {name: [] for name in ARMS}
+    with LocalServer(model=model, spec=SpecConfig.from_dict(SPEC), dtype=args.dtype) as server:
+        server.start()
+        record(server, warmup_prompts(args.concurrency), prompt_set="warm-up", concurrency=args.concurrency,
+               max_tokens=8, tokenizer=tokenizer)
+        for i in range(args.rounds):
+            for name in ARMS if i % 2 == 0 else reversed(ARMS):
+                run = record(server, prompts, prompt_set="code", concurrency=args.concurrency,
+                             max_tokens=args.max_tokens, logprobs=ARMS[name], tokenizer=tokenizer, warmup=False)
+                tput[name].append([output_tokens_per_s(run)])
+                step_s[name].append([step_figures(run).engine_step_time_s])
+                print(f"round {i + 1} {name:<7} logprobs: {tput[name][-1][0]:.1f} tokens/s, "
+                      f"{1000 * step_s[name][-1][0]:.1f} ms per engine step", flush=True)
+    platform_name, device = local_device()
+    print(f"\nSmolLM2-135M {args.dtype}, ngram k=3 (lookup 2-4), traced, prompt set 'code' cycled to "
+          f"{args.num_requests} requests, {args.max_tokens} output tokens, concurrency {args.concurrency}, "
+          f"{platform_name} ({device}), vLLM {vllm_version()}")
+    for name in ARMS:
+        values = [r[0] for r in tput[name]]
+        steps = [r[0] for r in step_s[name]]
+        print(f"{name:<7} logprobs: {statistics.mean(values):.1f} tokens/s (sd {statistics.stdev(values):.1f}), "
+              f"{1000 * statistics.mean(steps):.1f} ms per engine step (n={len(values)})")
+    ratio, low, high = paired_ratio_interval(tput["with"], tput["without"])
+    print(f"throughput with / without logprobs: {ratio:.3f}, 90% interval {low:.3f}-{high:.3f} over {args.rounds} rounds")
+    ratio, low, high = paired_ratio_interval(step_s["with"], step_s["without"])
+    print(f"time per engine step with / without: {ratio:.3f}, 90% interval {low:.3f}-{high:.3f}")
+
+
+if __name__ == "__main__":
+    main()
