@@ -87,13 +87,13 @@ class RequestComparison:
     def headline(self) -> str:
         """One line a stakeholder reads in one breath.
 
-        'identical output (320 tokens)', or "parts at token 37: a tie in bfloat16 — ' cart' and ' items'
-        scored within 0.125 of each other, ...".
+        'identical output (320 tokens)', or "outputs part at token 37: a tie in bfloat16: ' cart' and ' items'
+        scored within one rounding (...)".
         """
         if self.verdict in ("identical", "not_applicable"):
             return self.reason
         d = self.divergence
-        return f"parts at token {d.position + 1}: {self.reason}"
+        return f"outputs part at token {d.position + 1}: {self.reason}"
 
 
 @dataclass(frozen=True)
@@ -195,6 +195,13 @@ def compare_requests(base: Request, run: Request, *, greedy: bool, dtype: str | 
                                  reason=f"NOT a tie: the two runs do not share {shown} as the target's two best "
                                         "candidates there, so drafting changed the target's choice")
     margin_b, margin_r = d.baseline_logprobs[0] - d.baseline_logprobs[1], d.run_logprobs[1] - d.run_logprobs[0]
+    for who, margin, wrote, preferred in (("the baseline", margin_b, texts[0], texts[1]),
+                                          ("the run", margin_r, texts[1], texts[0])):
+        if margin < 0:  # a greedy run writes its target's best token; this one did not
+            return RequestComparison(
+                index, run.request_id, "not_a_tie", d, *texts,
+                reason=(f"NOT a tie: {who} wrote {_quote(wrote)} although its own target scored {_quote(preferred)} "
+                        f"higher by {-margin:.3f}: not the target's greedy choice (sampled, or a broken path)"))
     scored = (f"the baseline preferred {_quote(texts[0])} by {margin_b:.3f}, the run {_quote(texts[1])} by "
               f"{margin_r:.3f}")
     tolerance = d.prefix_move or 0.0

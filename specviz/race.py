@@ -256,10 +256,11 @@ def prompt_key(req: Request) -> str:
 
 
 def comparable(spec: Run, base: Run) -> bool:
-    """Same target (by folder name), concurrency, output limit and temperature: a fair race."""
+    """Same target (by folder name), dtype, concurrency, output limit and temperature: a fair race."""
     a, b = spec.meta, base.meta
-    return (_model_name(a.target_model) == _model_name(b.target_model) and a.concurrency == b.concurrency
-            and a.max_tokens == b.max_tokens and a.sampling.get("temperature") == b.sampling.get("temperature"))
+    return (_model_name(a.target_model) == _model_name(b.target_model) and a.dtype == b.dtype
+            and a.concurrency == b.concurrency and a.max_tokens == b.max_tokens
+            and a.sampling.get("temperature") == b.sampling.get("temperature"))
 
 
 def find_baseline(spec: Run, runs: Iterable[tuple[K, Run]]) -> Pair[K] | None:
@@ -389,7 +390,7 @@ def result_html(race: Race) -> str:
     if c is not None and c.verdict == "identical" and race.same_output:
         detail = f"Identical output, {race.passes_saved} fewer target passes. " + detail
     elif c is not None and c.divergence is not None:
-        detail += (f". The outputs {c.headline()}" + ("" if c.verdict == "tie" else
+        detail += (f". The {c.headline()}" + ("" if c.verdict == "tie" else
                    ". The drafting path changed the target's output: this is not lossless") +
                    "; the speedup compares tokens per second")
     if x >= 1:

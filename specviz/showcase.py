@@ -24,6 +24,7 @@ Pure functions over (name, Run) pairs; names are paths relative to sample_runs/,
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TypeVar
 
 from .divergence import compare_runs
@@ -92,6 +93,12 @@ def example_step(req: Request) -> int | None:
                 -i)
 
     return max(drafted, key=score)
+
+
+def showcase_folders(sample_runs: Path) -> list[Path]:
+    """showcase/ (the shipped runs) first, then the other recordings of the same prompts (showcase-bf16-epyc/, ...)."""
+    return sorted((p for p in sample_runs.glob(f"{SHOWCASE_DIR}*") if p.is_dir()), key=lambda p: (p.name != SHOWCASE_DIR,
+                                                                                                 p.name))
 
 
 def lossless_rows(folders: Sequence[tuple[str, Sequence[tuple[K, Run]]]]) -> list[dict]:

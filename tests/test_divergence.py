@@ -57,7 +57,7 @@ def test_a_flip_within_what_the_prefix_moved_is_a_tie():
     assert r.verdict == "tie" and r.divergence.position == 3
     assert abs(r.divergence.flip - 0.125) < 1e-9 and r.divergence.prefix_move == 0.125
     assert "a tie in bfloat16" in r.reason and "' cart' and ' items'" in r.reason
-    assert r.headline().startswith("parts at token 4: a tie in bfloat16")
+    assert r.headline().startswith("outputs part at token 4: a tie in bfloat16")
     assert c.summary() == "0 of 1 requests identical; 1 part at a tie in bfloat16" and c.all_explained
 
 
@@ -98,3 +98,31 @@ def test_requests_pair_by_prompt_and_unmatched_ones_are_counted():
     run = run.model_copy(update={"requests": [*run.requests, other]})
     c = compare_runs(base, run)
     assert len(c.requests) == 1 and c.unmatched == 1
+
+
+def test_a_run_that_wrote_a_token_its_own_target_scored_lower_is_not_a_tie():
+    # both runs' targets agree (cart by 0.3); the run wrote items anyway: sampled output labelled greedy
+    base, run = pair(cands((CART, -0.5), (ITEMS, -0.8)), cands((CART, -0.5), (ITEMS, -0.8)))
+    r = compare_runs(base, run, decode=lambda t: {CART: " cart", ITEMS: " items"}[t]).requests[0]
+    assert r.verdict == "not_a_tie" and "not the target's greedy choice" in r.reason
+    assert "the run wrote ' items' although its own target scored ' cart' higher by 0.300" in r.reason
+
+
+def test_compare_command_exits_1_only_when_a_divergence_is_not_explained(tmp_path, capsys):
+    from specviz.__main__ import main
+    from specviz.runfile import save_run
+
+    def cli(base, run) -> int:
+        save_run(base, tmp_path / "base.json")
+        save_run(run, tmp_path / "run.json")
+        return main(["compare", str(tmp_path / "base.json"), str(tmp_path / "run.json")])
+
+    assert cli(*pair(cands((CART, -0.58), (ITEMS, -0.705)), cands((ITEMS, -0.64), (CART, -0.64)),
+                     dtype="bfloat16")) == 0
+    assert "outputs part at token 4: a tie in bfloat16" in capsys.readouterr().out
+    assert cli(*pair(cands((CART, -0.05), (ITEMS, -3.05)), cands((ITEMS, -0.05), (CART, -3.05)))) == 1
+    assert "NOT a tie" in capsys.readouterr().out
+    base, run = pair(cands((CART, -0.5), (ITEMS, -0.6)), cands((CART, -0.5), (ITEMS, -0.6)), run_token=CART)
+    other = run.model_copy(update={"requests": [run.requests[0].model_copy(update={"prompt": "elsewhere"})]})
+    assert cli(base, other) == 2
+    assert "share no prompt" in capsys.readouterr().err
