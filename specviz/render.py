@@ -70,8 +70,12 @@ def visible(text: str) -> str:
     )
 
 
-def chip(text: str, role: Role, title: str = "") -> str:
+def chip(text: str, role: Role, title: str = "", mark: str | None = None) -> str:
+    """One chip; `mark` outlines it (sv-diverge) and leads its hover text."""
     label = ROLE_LABELS[role] + (f": {title}" if title else "")
+    if mark is not None:
+        return (f'<span class="sv-chip sv-{role} sv-diverge" title="{escape(f"{mark} ({label})")}">'
+                f'{visible(text)}</span>')
     return f'<span class="sv-chip sv-{role}" title="{escape(label)}">{visible(text)}</span>'
 
 
@@ -92,13 +96,34 @@ def step_roles(step: Step) -> list[tuple[str, Role]]:
     return out + [(t, "discarded") for t in drafts[n + 1:]] + padding
 
 
-def step_html(step: Step, label: str = "") -> str:
-    chips = "".join(chip(text, role) for text, role in step_roles(step))
+def committed_chip(step: Step, j: int) -> int:
+    """Which chip of step_roles(step) shows the step's j-th committed token.
+
+    drafts [sunny, and, warm, outside], sampled [sunny, and, clear]: chips sunny and ~~warm~~ clear
+    ~~outside~~, so token 0 -> chip 0, token 2 (clear) -> chip 3 (after the rejected draft).
+    """
+    rejected_before = int(bool(step.draft_token_ids) and j == step.num_accepted < len(step.draft_token_ids))
+    return j + rejected_before
+
+
+def step_html(step: Step, label: str = "", marks: dict[int, str] | None = None) -> str:
+    """One step's row; `marks` outlines committed tokens by their index in the step (with a hover text)."""
+    at = {committed_chip(step, j): text for j, text in (marks or {}).items()}
+    chips = "".join(chip(text, role, mark=at.get(i)) for i, (text, role) in enumerate(step_roles(step)))
     return f'<div class="sv-row"><span class="sv-stepno">{escape(label)}</span>{chips}</div>'
 
 
-def steps_html(steps: list[Step], start: int = 0) -> str:
-    return "".join(step_html(s, f"step {start + i + 1}") for i, s in enumerate(steps))
+def steps_html(steps: list[Step], start: int = 0, marks: dict[int, str] | None = None,
+               first_token: int = 0) -> str:
+    """Step rows numbered from start + 1; `marks` outlines output tokens by their index in the whole
+    output, of which steps[0] committed the one at `first_token` onwards."""
+    rows, token = [], first_token
+    for i, s in enumerate(steps):
+        n = len(s.committed_token_ids)
+        mine = {t - token: text for t, text in (marks or {}).items() if token <= t < token + n}
+        rows.append(step_html(s, f"step {start + i + 1}", mine))
+        token += n
+    return "".join(rows)
 
 
 def output_roles(request: Request) -> list[tuple[str, Role]]:

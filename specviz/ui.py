@@ -94,7 +94,9 @@ def request_view(req: Request, caption: str, *, steps: slice | None = None, char
     if start < 0:
         start = max(len(req.steps) + start, 0)
     container.markdown("**Verification steps**")
-    container.markdown(render.CSS + render.steps_html(shown, start=start), unsafe_allow_html=True)
+    first_token = sum(len(s.committed_token_ids) for s in req.steps[:start])
+    container.markdown(render.CSS + render.steps_html(shown, start=start, marks=marks, first_token=first_token),
+                       unsafe_allow_html=True)
 
 
 def step_timeline(req: Request, key: str, container=st) -> tuple[int, int]:

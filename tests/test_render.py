@@ -39,3 +39,18 @@ def test_output_html_escapes_and_keeps_newlines(weather_run):
     steps = [s.model_copy(update={"sampled_texts": ["<b>\n"] * len(s.sampled_token_ids)}) for s in req.steps]
     html = output_html(req.model_copy(update={"steps": steps}))
     assert "<b>" not in html and html.count("&lt;b&gt;<br>") == len(req.output_token_ids)
+
+
+def test_a_marked_output_token_is_outlined_in_its_step_row_with_its_hover_text(weather_run):
+    from specviz.render import committed_chip, steps_html
+
+    steps = weather_run.requests[0].steps  # committed: [6] | [1, 2, 5] | [7, 8, 9, 2]
+    assert [committed_chip(steps[1], j) for j in range(3)] == [0, 1, 3]  # 'clear' comes after ~~warm~~
+    assert [committed_chip(steps[2], j) for j in range(4)] == [0, 1, 2, 3]  # all accepted, then the bonus
+    html = steps_html(steps, marks={3: "the outputs part <here>"})  # output token 3 = 'clear' (id 5)
+    rows = html.split('<div class="sv-row">')[1:]
+    assert "sv-diverge" not in rows[0] + rows[2]
+    assert rows[1].count("sv-diverge") == 1
+    assert 'class="sv-chip sv-correction sv-diverge" title="the outputs part &lt;here&gt; (' in rows[1]
+    # rows shown from the middle of the output keep the token numbering of the whole output
+    assert "sv-diverge" in steps_html(steps[1:], start=1, marks={3: "x"}, first_token=1)
