@@ -204,17 +204,43 @@ def compare_requests(base: Request, run: Request, *, greedy: bool, dtype: str | 
                         f"higher by {-margin:.3f}: not the target's greedy choice (sampled, or a broken path)"))
     scored = (f"the baseline preferred {_quote(texts[0])} by {margin_b:.3f}, the run {_quote(texts[1])} by "
               f"{margin_r:.3f}")
-    tolerance = d.prefix_move or 0.0
-    if d.flip <= tolerance + 1e-6:
-        exact = "scored the same" if min(margin_b, margin_r) < 1e-6 else "scored within one rounding"
-        return RequestComparison(
-            index, run.request_id, "tie", d, *texts,
-            reason=(f"a tie{_in(dtype)}: {shown} {exact} ({scored}; on the {at} tokens before, the same scores "
-                    f"moved by up to {tolerance:.3f} between the runs)"))
+    step = rounding_step([margin_b, margin_r], dtype)
+    prefix = d.prefix_move or 0.0
+    if d.flip <= max(prefix, 2 * step) + 1e-6:
+        exact = "scored the same" if min(margin_b, margin_r) < 1e-6 else "scored within rounding"
+        why = (f"rounding the two scores to {dtype} can move them by up to {2 * step:.3f} here" if 2 * step >= prefix
+               else f"on the {at} tokens before, the same scores moved by up to {prefix:.3f} between the runs")
+        return RequestComparison(index, run.request_id, "tie", d, *texts,
+                                 reason=f"a tie{_in(dtype)}: {shown} {exact} ({scored}; {why})")
     return RequestComparison(
         index, run.request_id, "not_a_tie", d, *texts,
-        reason=(f"NOT a tie: {scored}, a move of {d.flip:.3f}, more than the up to {tolerance:.3f} the same scores "
-                f"moved on the {at} tokens before: drafting changed the target's choice"))
+        reason=(f"NOT a tie: {scored}, a move of {d.flip:.3f}, more than rounding{_in(dtype)} explains here "
+                f"({2 * step:.3f}) or the same scores moved on the {at} tokens before ({prefix:.3f}): drafting "
+                "changed the target's choice"))
+
+
+# The largest spacing of a dtype's numbers at logits below 128 (2^7): 2^(6 - mantissa bits).
+# Language models' logits stay well below that (the demo model's top ones are 10-30).
+LARGEST_STEP = {"bfloat16": 2.0 ** (6 - 7), "float16": 2.0 ** (6 - 10), "float32": 2.0 ** (6 - 23)}
+
+
+def rounding_step(margins: list[float], dtype: str | None) -> float:
+    """The spacing of the target's scores at a position, read from the margins the runs reported there.
+
+    Logits in bfloat16 are whole multiples of the spacing of bfloat16 numbers at their size (0.125
+    between 16 and 32), and so are the margins between two of them: margins 0.125 and 0.0 -> 0.125;
+    0.0625 and 0.125 -> 0.0625. Rounding each of two logits moves their margin by up to one step
+    each, so a flip of up to two steps is rounding. Capped by the dtype (LARGEST_STEP): a float32
+    run's margins never make a step worth counting; unknown dtype -> 0. All margins 0 -> 0.
+    """
+    cap = LARGEST_STEP.get(dtype or "", 0.0)
+    nonzero = [abs(m) for m in margins if abs(m) > 1e-6]
+    if not nonzero or cap == 0.0:
+        return 0.0
+    step = cap
+    while step > 2.0 ** -12 and any(abs(m / step - round(m / step)) > 1e-4 for m in nonzero):
+        step /= 2
+    return step if all(abs(m / step - round(m / step)) <= 1e-4 for m in nonzero) else 0.0
 
 
 def _texts_at(req: Request, position: int, token_id: int) -> str:

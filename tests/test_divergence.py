@@ -126,3 +126,55 @@ def test_compare_command_exits_1_only_when_a_divergence_is_not_explained(tmp_pat
     other = run.model_copy(update={"requests": [run.requests[0].model_copy(update={"prompt": "elsewhere"})]})
     assert cli(base, other) == 2
     assert "share no prompt" in capsys.readouterr().err
+
+
+def test_rounding_step_is_read_from_the_margins_and_capped_by_the_dtype():
+    from specviz.divergence import rounding_step
+
+    assert rounding_step([0.125, 0.0], "bfloat16") == 0.125
+    assert rounding_step([0.0625, 0.125], "bfloat16") == 0.0625
+    assert rounding_step([3.0, 3.0], "bfloat16") == 0.5  # no bfloat16 logit below 128 is spaced wider
+    assert rounding_step([0.125, 0.125], "float32") == 2.0 ** -17  # float32: spacing far below any margin shown
+    assert rounding_step([0.0487, 0.0691], "float32") == 0.0
+    assert rounding_step([0.125, 0.0], None) == 0.0  # unknown dtype: no step to grant
+    assert rounding_step([0.0, 0.0], "bfloat16") == 0.0
+
+
+def test_a_two_step_flip_in_bfloat16_is_a_tie_even_where_the_prefix_did_not_move():
+    # measured on this machine: ' indoor' by 0.125 in the baseline, ' gardening' by 0.125 with ngram k=8
+    quiet = [cands((1, -0.1), (2, -2.5))] * 3
+    base = make_run([request([1, 3, 5, CART], quiet + [cands((CART, -0.5), (ITEMS, -0.625))])], k=None,
+                    dtype="bfloat16")
+    run = make_run([request([1, 3, 5, ITEMS], quiet + [cands((ITEMS, -0.5), (CART, -0.625))])], k=3,
+                   dtype="bfloat16")
+    r = compare_runs(base, run).requests[0]
+    assert r.verdict == "tie" and "can move them by up to 0.250 here" in r.reason
+    float32 = [x.model_copy(update={"meta": x.meta.model_copy(update={"dtype": "float32"})}) for x in (base, run)]
+    assert compare_runs(*float32).requests[0].verdict == "not_a_tie"
+
+
+def test_the_recorded_bfloat16_pair_parts_only_at_ties_and_an_edited_token_is_not_one(tmp_path, capsys):
+    """Real recordings (sample_runs/showcase-bf16-xeon-k8-c4/): the demo model in bfloat16, ngram k=8 at
+    concurrency 4 against its baseline; all 8 requests part, each at a tie the runs' logprobs show."""
+    from specviz.__main__ import main
+    from specviz.runfile import SAMPLE_RUNS_DIR, load_run, save_run
+
+    folder = SAMPLE_RUNS_DIR / "showcase-bf16-xeon-k8-c4"
+    base, run = load_run(folder / "baseline-c4.json.gz"), load_run(folder / "ngram-k8-c4.json.gz")
+    comparison = compare_runs(base, run)
+    assert comparison.dtype == "bfloat16" and len(comparison.requests) == 8
+    assert [c.verdict for c in comparison.requests] == ["tie"] * 8
+    assert main(["compare", str(folder / "baseline-c4.json.gz"), str(folder / "ngram-k8-c4.json.gz")]) == 0
+    assert "8 part at a tie in bfloat16" in capsys.readouterr().out
+
+    # A constructed real mismatch: at a token where both runs agreed and the target was sure, the run's
+    # output is edited to the runner-up. Its own logprobs then say the target preferred the original.
+    req = run.requests[0]
+    sure = next(i for i, c in enumerate(req.top_logprobs[:20]) if c.logprobs[0] - c.logprobs[1] > 2.0)
+    edited = req.top_logprobs[sure].token_ids[1]
+    ids = req.output_token_ids[:sure] + [edited]
+    bad = req.model_copy(update={"output_token_ids": ids, "top_logprobs": req.top_logprobs[:sure + 1],
+                                 "steps": [], "stream_chunks": []})
+    save_run(run.model_copy(update={"requests": [bad]}), tmp_path / "edited.json")
+    assert main(["compare", str(folder / "baseline-c4.json.gz"), str(tmp_path / "edited.json")]) == 1
+    assert "NOT a tie" in capsys.readouterr().out
