@@ -8,19 +8,22 @@ win. `compare_runs(baseline, run)` pairs the requests by prompt and says, per re
 
     identical       the same output tokens
     tie             parts at token t, and the runs' own logprobs show a tie: at t both runs put the
-                    same two candidates on top, and the target's preference between them moved
-                    between the runs by no more than it moved on the text they shared (tokens < t)
-    not_a_tie       parts at t, and the logprobs say the choice there was clear: the drafting path
-                    changed the target's choice (a bug, or an engine that is not lossless)
+                    same two candidates on top, each run wrote its own target's best, and the
+                    target's preference between the two moved between the runs by no more than
+                    rounding explains: two rounding steps of the dtype at the size of those scores
+                    (rounding_step), or as much as the same scores moved on the text both runs
+                    shared (the tokens before t), whichever is larger
+    not_a_tie       parts at t, and the logprobs say the choice there was clear, or a run wrote a
+                    token its own target scored lower: the drafting path changed the target's choice
     unexplained     parts at t, but a run recorded no logprobs to judge by
     not_applicable  sampled (temperature > 0): outputs are draws; per-token comparison does not apply
 
-Worked example (the ngram edit pair in bfloat16, request 1): the baseline wrote " cart" at token 36
-with logprobs " cart" -0.58, " items" -0.70 (a margin of 0.125, one bfloat16 step at that logit
-size); the ngram run's target scored them -0.64 and -0.64 and wrote " items". The preference moved
-by 0.125 + 0.0 = 0.125; on the 35 tokens before, the same pairs' margins moved between the runs by
-up to 0.25 -> a tie. A run where the target preferred its token by 3.0 at t, against prefix moves of
-0.25, is not a tie.
+Worked example, measured (sample_runs/showcase-bf16-xeon-k8-c4, the demo model in bfloat16, ngram
+k=8 at concurrency 4): at token 12 the baseline wrote " indoor", preferring it to " gardening" by
+0.125; the ngram run's target preferred " gardening" by 0.125 and wrote it. The preference moved by
+0.125 + 0.125 = 0.25. Both margins are whole multiples of 0.125, the spacing of bfloat16 numbers
+between 16 and 32, and rounding each of the two scores moves their margin by up to two such steps
+(0.25): a tie. The same margins in a float32 run would be a change of the target's choice.
 """
 
 from __future__ import annotations

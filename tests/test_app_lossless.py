@@ -12,7 +12,8 @@ from specviz import race, showcase
 from specviz.divergence import compare_runs
 from specviz.runfile import SAMPLE_RUNS_DIR, list_run_files, load_run
 
-EPYC_NGRAM = "showcase-bf16-epyc/ngram-k3-edit-c1.json.gz"
+EPYC_NGRAM = "showcase-bf16-epyc/ngram-k3-edit-c1.json.gz"  # bfloat16, recorded before runs kept logprobs
+XEON_K8 = "showcase-bf16-xeon-k8-c4/ngram-k8-c4.json.gz"  # bfloat16 with logprobs: parts at ties
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +62,15 @@ def test_a_bfloat16_recording_that_parts_marks_the_token_and_says_why(app, entri
     assert 'title="the outputs part here: the baseline wrote' in html
 
 
+def test_a_bfloat16_tie_is_shown_as_a_tie_with_both_candidates(app):
+    app.selectbox(key="run_file").set_value(XEON_K8).run()
+    assert not app.exception, app.exception
+    notes = " ".join(i.value for i in app.info)
+    assert "The outputs part at token" in notes and "a tie in bfloat16" in notes and "scored" in notes
+    assert not app.error
+    assert 'title="the outputs part here: the baseline wrote' in html_of(app)
+
+
 def test_methods_page_tells_whether_it_is_lossless_from_the_recordings():
     at = AppTest.from_file("../app.py", default_timeout=60)
     at.run()
@@ -74,3 +84,6 @@ def test_methods_page_tells_whether_it_is_lossless_from_the_recordings():
     epyc = table[table.runs == "showcase-bf16-epyc/"]
     assert len(epyc) == 3 and set(epyc["identical output"]) == {"0 of 2"}
     assert all("no logprobs" in text for text in epyc["where they part"])
+    ties = table[table.runs == "showcase-bf16-xeon-k8-c4/"]
+    assert len(ties) == 1 and ties["identical output"].iloc[0] == "0 of 8"
+    assert ties["where they part"].iloc[0].count("a tie in bfloat16") == 8
