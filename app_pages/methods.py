@@ -6,7 +6,7 @@ import json
 import pandas as pd
 import streamlit as st
 
-from specviz import catalog, render, walkthrough
+from specviz import catalog, render, ui_textbook, walkthrough
 from specviz.config import TRACE_ENV_TEXT, ConfigError, SpecConfig, serve_command_text
 
 MAX_K = 32  # suffix decoding's docs suggest 16 to 32
@@ -126,6 +126,9 @@ st.markdown(render.CSS + walkthrough.phase_html(weather, at), unsafe_allow_html=
 st.info(f"{at + 1}/{len(walkthrough.PHASES)} · {walkthrough.phase_caption(weather, at)}")
 if at == len(walkthrough.PHASES) - 1:
     st.markdown(render.legend_html(), unsafe_allow_html=True)
+
+# ---- the textbook formulas beside what specviz measured ----
+ui_textbook.formula_section()
 
 # ---- (c) a config builder ----
 st.subheader("Build a config")
