@@ -40,15 +40,16 @@ def _provenance(run: Run) -> str:
 def run_metrics(result: textbook.RunVsFormula, container=st) -> None:
     K = result.num_speculative_tokens
     at_k = result.at(K)
-    cols = container.columns(4)
-    cols[0].metric("fitted α (first draft accepted)", f"{result.alpha:.2f}",
+    cols = container.columns(5)
+    cols[0].metric("fitted α", f"{result.alpha:.2f}",
                    help="the share of drafted steps whose first draft the target accepted: the formula's α "
-                        "where no earlier draft conditions it")
+                        "where no earlier draft conditions it (not the draft acceptance rate)")
     cols[1].metric(f"formula E(k={K})", f"{at_k.formula:.2f}", help="(1 − α^(k+1)) / (1 − α) tokens per pass")
     cols[2].metric(f"measured at k={K}", f"{result.measured_length:.2f}",
-                   delta=f"formula {at_k.over_promise:+.1%}", delta_color="off",
                    help="the run's mean acceptance length (1 + accepted / drafted steps), as vLLM reports it")
-    cols[3].metric("draft acceptance rate (not α)", f"{result.draft_acceptance_rate:.0%}",
+    cols[3].metric(f"formula vs measured at k={K}", f"{at_k.over_promise:+.1%}",
+                   help="E(k, α) / measured − 1: positive where the formula over-promises")
+    cols[4].metric("draft acceptance rate", f"{result.draft_acceptance_rate:.0%}",
                    help="accepted / drafted tokens, as vLLM reports it: drafts after the first rejection count "
                         "as drafted but can never be accepted, so it reads lower than α")
 
@@ -85,14 +86,14 @@ def _sweep_comparison_table(result: textbook.SweepVsFormula) -> pd.DataFrame:
     k = result.num_speculative_tokens
     return pd.DataFrame([{
         "concurrency": r.concurrency,
-        "c (fitted draft cost)": r.draft_cost,
-        "α (first draft)": r.alpha,
+        "c": r.draft_cost,
+        "α": r.alpha,
         f"formula E(k={k})": r.formula_tokens_per_pass,
         f"measured at k={k}": r.measured_mean_acceptance_length,
-        "steps with drafts": r.drafted_share,
+        "steps drafted": r.drafted_share,
         "formula speedup": r.predicted_speedup,
         "measured speedup": r.measured_speedup,
-        "formula vs measured": f"{r.relative_gap:+.0%}",
+        "gap": f"{r.relative_gap:+.0%}",
     } for r in result.rows])
 
 
@@ -106,7 +107,7 @@ def _break_even_table(result: textbook.SweepVsFormula) -> pd.DataFrame:
 
 
 def _pick_sweep(run: Run | None) -> tuple[Sweep, str, str, int] | None:
-    """The sweep, drafter and k chosen (defaults: a drafter of the run's method at the run's k)."""
+    """The sweep, drafter and k chosen; they open on the drafter closest to the run (textbook.closest_drafter)."""
     paths = {p.parent.name: p for p in list_sweep_files()}
     if not paths:
         st.info("No recorded sweep in sample_runs/sweeps/: record one with `python -m specviz sweep` to set the "
@@ -114,6 +115,12 @@ def _pick_sweep(run: Run | None) -> tuple[Sweep, str, str, int] | None:
         return None
     a, b, c = st.columns(3)
     ui.keep_valid("textbook_sweep", list(paths))
+    if "textbook_sweep" not in st.session_state and run is not None:
+        opened = {n: o[0] for n, p in paths.items() if (o := ui.open_sweep(p, n)) is not None}
+        closest = textbook.closest_drafter(opened, run.meta.method, run.meta.num_speculative_tokens)
+        if closest is not None:
+            st.session_state.textbook_sweep, st.session_state.textbook_drafter = closest
+            st.session_state.textbook_k = run.meta.num_speculative_tokens
     name = a.selectbox("Recorded sweep", list(paths), key="textbook_sweep")
     opened = ui.open_sweep(paths[name], name)
     if opened is None:
@@ -124,15 +131,10 @@ def _pick_sweep(run: Run | None) -> tuple[Sweep, str, str, int] | None:
         st.info(f"Sweep '{name}' holds only baseline cells: no drafter to set beside the formula.")
         return None
     ui.keep_valid("textbook_drafter", names)
-    if run is not None and "textbook_drafter" not in st.session_state:
-        same = [d for d in names if d.split()[0] == run.meta.method]
-        st.session_state.textbook_drafter = same[0] if same else names[0]
     drafter = b.selectbox("Drafter", names, key="textbook_drafter")
     ks = recorded_ks(sweep, drafter)
     ui.keep_valid("textbook_k", ks)
-    if "textbook_k" not in st.session_state:
-        K = run.meta.num_speculative_tokens if run is not None else None
-        st.session_state.textbook_k = K if K in ks else max(ks)
+    st.session_state.setdefault("textbook_k", max(ks))
     k = c.selectbox("num_speculative_tokens (k)", ks, key="textbook_k")
     return sweep, name, drafter, k
 
@@ -152,7 +154,7 @@ def _sweep_part(run: Run | None) -> None:
     st.caption(caption)
     fit = result.step_cost
     per_token = fit.per_drafted_token_s.get(drafter, 0.0) * 1000
-    knee = f" beyond the first {fit.knee_requests:g}" if fit.knee_requests else ""
+    knee = f" beyond the first {fit.knee_requests:g} requests" if fit.knee_requests else ""
     st.markdown(
         f"**c**, from the sweep's fitted cost of a pass (base {fit.base_s * 1000:.1f} ms + "
         f"{fit.per_request_s * 1000:.2f} ms per request{knee} + {per_token:.2f} ms per drafted token; median error "
@@ -160,17 +162,16 @@ def _sweep_part(run: Run | None) -> None:
         f"c = C × {per_token:.2f} ms / the baseline pass at C. Drafting is paid per request, the weights are read "
         "once per pass, so **c grows with the batch** and the speedup shrinks.")
     st.dataframe(_sweep_comparison_table(result), key="textbook_comparison", hide_index=True, column_config={
-        "c (fitted draft cost)": st.column_config.NumberColumn(format="%.3f"),
-        "α (first draft)": st.column_config.NumberColumn(format="%.2f"),
+        "c": st.column_config.NumberColumn(format="%.3f", help="fitted cost of drafting one token, in target passes"),
+        "α": st.column_config.NumberColumn(format="%.2f", help="share of drafted steps whose first draft was accepted"),
         f"formula E(k={k})": st.column_config.NumberColumn(format="%.2f"),
         f"measured at k={k}": st.column_config.NumberColumn(format="%.2f"),
-        "steps with drafts": st.column_config.NumberColumn(format="percent"),
+        "steps drafted": st.column_config.NumberColumn(format="percent", help="share of steps with drafts"),
         "formula speedup": st.column_config.NumberColumn(format="%.2fx"),
         "measured speedup": st.column_config.NumberColumn(format="%.2fx"),
+        "gap": st.column_config.TextColumn(help="formula speedup / measured speedup − 1"),
     })
-    st.caption("Where they part: the formula assumes every step drafts k tokens (ngram drafts only where it finds "
-               "a match: 'steps with drafts'), one α at every position, and no run-to-run noise (measured speedups "
-               "are medians of the sweep's repeats).")
+    st.markdown(textbook.speedup_gap_text(result) + " The Tuning page's model accounts for all of these.")
     for why in result.skipped:
         st.caption(f"Left out: {why}.")
     left, right = st.columns(2)

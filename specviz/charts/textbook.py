@@ -34,14 +34,12 @@ def tokens_per_pass(result: RunVsFormula, caption: str) -> go.Figure:
     K = result.num_speculative_tokens
     fig = go.Figure()
     fig.add_trace(go.Scatter(
-        x=ks, y=[k + 1.0 for k in ks], mode="lines", line=dict(color="#cccccc", dash="dot", width=1),
-        name="ceiling: every draft accepted (k + 1)", meta=dict(role="ceiling"), hoverinfo="skip"))
-    fig.add_trace(go.Scatter(
         x=ks, y=[x.formula for x in result.lengths], mode="lines+markers+text",
         line=dict(color=FORMULA_COLOUR, dash="dot", width=2), marker=dict(color=FORMULA_COLOUR, size=7),
-        text=["" if x.over_promise is None or x.num_speculative_tokens == 1 else f"{x.over_promise:+.0%}"
+        text=["" if x.over_promise is None or x.num_speculative_tokens == 1 else f"{x.over_promise:+.1%}"
               for x in result.lengths],
-        textposition="top left", textfont=dict(color=FORMULA_COLOUR),
+        textposition=["bottom right" if x.over_promise is not None and x.over_promise < 0 else "top left"
+                      for x in result.lengths], textfont=dict(color=FORMULA_COLOUR),
         name=f"formula E(k), α = {result.alpha:.2f} (label: over-promise)", meta=dict(role="formula"),
         hovertemplate="k=%{x}: the formula promises %{y:.2f} tokens per pass<extra></extra>"))
     fig.add_trace(go.Scatter(
@@ -54,7 +52,7 @@ def tokens_per_pass(result: RunVsFormula, caption: str) -> go.Figure:
         customdata=[[x.formula, x.over_promise] for x in measured],
         hovertemplate=("k=%{x}: measured %{y:.2f} tokens per drafted pass; formula %{customdata[0]:.2f} "
                        "(%{customdata[1]:+.1%})<extra></extra>")))
-    return _layout(fig, "Tokens per target pass: the formula vs the run", caption, height=420,
+    return _layout(fig, "Tokens per pass: formula vs run", caption, height=420,
                    xaxis=dict(title_text="num_speculative_tokens (k)", tickvals=ks),
                    yaxis=dict(title_text="tokens per drafted pass", rangemode="tozero"))
 
@@ -75,7 +73,7 @@ def per_position(result: RunVsFormula, caption: str) -> go.Figure:
         x=positions, y=result.formula_positions, name=f"formula: α^j with α = {result.alpha:.2f}",
         marker_color=FORMULA_COLOUR, text=[f"{r:.0%}" for r in result.formula_positions], textposition="outside",
         meta=dict(role="formula"), hovertemplate="draft %{x}: the formula expects %{y:.1%}<extra></extra>"))
-    return _layout(fig, "Acceptance per draft position: measured vs α^j", caption, height=420, barmode="group",
+    return _layout(fig, "Per draft position: run vs α^j", caption, height=420, barmode="group",
                    xaxis=dict(title_text="draft position j"),
                    yaxis=dict(title_text="drafted steps that accepted draft j", tickformat=".0%", range=[0, 1.15]))
 
@@ -92,7 +90,8 @@ def speedup(result: SweepVsFormula, caption: str) -> go.Figure:
     fig.add_trace(go.Scatter(
         x=xs, y=[r.predicted_speedup for r in rows], mode="lines+markers+text",
         line=dict(color=FORMULA_COLOUR, dash="dot", width=2), marker=dict(color=FORMULA_COLOUR, size=8),
-        text=[f"{r.relative_gap:+.0%}" for r in rows], textposition="top center",
+        text=[f"{r.relative_gap:+.0%}" for r in rows],
+        textposition=["top center" if r.predicted_speedup >= r.measured_speedup else "bottom center" for r in rows],
         textfont=dict(color=FORMULA_COLOUR),
         name=f"formula E(k)/(k·c+1), k={result.num_speculative_tokens} (label: gap)", meta=dict(role="formula"),
         customdata=[[r.alpha, r.draft_cost, r.formula_tokens_per_pass] for r in rows],
@@ -101,12 +100,12 @@ def speedup(result: SweepVsFormula, caption: str) -> go.Figure:
     fig.add_trace(go.Scatter(
         x=xs, y=[r.measured_speedup for r in rows], mode="lines+markers",
         line=dict(color=MEASURED_COLOUR, width=3), marker=dict(color=MEASURED_COLOUR, size=10),
-        name="measured (median output tokens/s over the baseline's)", meta=dict(role="measured"),
+        name=f"measured: {result.drafter} (medians over the baseline's)", meta=dict(role="measured"),
         customdata=[[r.output_tokens_per_s, r.baseline_output_tokens_per_s, r.repeats] for r in rows],
         hovertemplate=("concurrency %{x}: measured %{y:.2f}x (%{customdata[0]:.1f} vs %{customdata[1]:.1f} "
                        "output tokens/s, medians of %{customdata[2]} runs)<extra></extra>")))
     log = len(xs) > 1 and xs[-1] / xs[0] >= 8
-    return _layout(fig, f"Speedup per concurrency: formula vs sweep ({result.drafter})", caption, height=420,
+    return _layout(fig, "Speedup: formula vs sweep", caption, height=420,
                    xaxis=dict(title_text="concurrency (requests in flight)", type="log" if log else "linear",
                               tickvals=xs, ticktext=[str(x) for x in xs]),
                    yaxis=dict(title_text="speedup over no drafting", rangemode="tozero", ticksuffix="x"))
@@ -118,6 +117,8 @@ def break_even(result: SweepVsFormula, caption: str) -> go.Figure:
     fig = go.Figure()
     for i, r in enumerate(result.rows):
         values = result.break_even[r.concurrency]
+        if all(v is None for v in values):
+            continue  # c >= 1: no α pays at any k (named in the annotation)
         colour = CONCURRENCY_COLOURS[i % len(CONCURRENCY_COLOURS)]
         fig.add_trace(go.Scatter(
             x=FORMULA_KS, y=values, mode="lines+markers", line=dict(color=colour, width=2),
