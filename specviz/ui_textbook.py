@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from . import textbook, ui, ui_race
+from .charts import sweeps as sweep_charts
 from .charts import textbook as charts
 from .runfile import Run
 from .sweep import Sweep
@@ -47,8 +48,8 @@ def run_metrics(result: textbook.RunVsFormula, container=st) -> None:
     cols[1].metric(f"formula E(k={K})", f"{at_k.formula:.2f}", help="(1 − α^(k+1)) / (1 − α) tokens per pass")
     cols[2].metric(f"measured at k={K}", f"{result.measured_length:.2f}",
                    help="the run's mean acceptance length (1 + accepted / drafted steps), as vLLM reports it")
-    cols[3].metric(f"formula vs measured at k={K}", f"{at_k.over_promise:+.1%}",
-                   help="E(k, α) / measured − 1: positive where the formula over-promises")
+    cols[3].metric("formula vs run", f"{at_k.over_promise:+.1%}",
+                   help=f"at k={K}: E(k, α) / measured − 1, positive where the formula over-promises")
     cols[4].metric("draft acceptance rate", f"{result.draft_acceptance_rate:.0%}",
                    help="accepted / drafted tokens, as vLLM reports it: drafts after the first rejection count "
                         "as drafted but can never be accepted, so it reads lower than α")
@@ -106,7 +107,7 @@ def _break_even_table(result: textbook.SweepVsFormula) -> pd.DataFrame:
     return pd.DataFrame(table)
 
 
-def _pick_sweep(run: Run | None) -> tuple[Sweep, str, str, int] | None:
+def _pick_sweep(run: Run | None) -> tuple[Sweep, pd.DataFrame, str, str, int] | None:
     """The sweep, drafter and k chosen; they open on the drafter closest to the run (textbook.closest_drafter)."""
     paths = {p.parent.name: p for p in list_sweep_files()}
     if not paths:
@@ -125,7 +126,7 @@ def _pick_sweep(run: Run | None) -> tuple[Sweep, str, str, int] | None:
     opened = ui.open_sweep(paths[name], name)
     if opened is None:
         return None
-    sweep = opened[0]
+    sweep, table = opened
     names = drafters(sweep)
     if not names:
         st.info(f"Sweep '{name}' holds only baseline cells: no drafter to set beside the formula.")
@@ -136,22 +137,22 @@ def _pick_sweep(run: Run | None) -> tuple[Sweep, str, str, int] | None:
     ui.keep_valid("textbook_k", ks)
     st.session_state.setdefault("textbook_k", max(ks))
     k = c.selectbox("num_speculative_tokens (k)", ks, key="textbook_k")
-    return sweep, name, drafter, k
+    return sweep, table, name, drafter, k
 
 
 def _sweep_part(run: Run | None) -> None:
     picked = _pick_sweep(run)
     if picked is None:
         return
-    sweep, name, drafter, k = picked
+    sweep, table, name, drafter, k = picked
     try:
         result = textbook.sweep_vs_formula(sweep, drafter, k)
     except TextbookError as e:
         st.warning(f"Not set beside the formula: {e}.")
         return
-    caption = (f"{CPU_NOTE} · " if all(c.platform.lower() == "cpu" for c in sweep.cells) else "") + \
-        f"sweep '{name}' · {result.provenance}"
-    st.caption(caption)
+    cpu = all(c.platform.lower() == "cpu" for c in sweep.cells)
+    st.caption((f"{CPU_NOTE} · " if cpu else "") + f"sweep '{name}' · {result.provenance}")
+    caption = sweep_charts.sweep_caption(table, model=sweep.grid.target_model)  # the charts': shorter
     fit = result.step_cost
     per_token = fit.per_drafted_token_s.get(drafter, 0.0) * 1000
     knee = f" beyond the first {fit.knee_requests:g} requests" if fit.knee_requests else ""
@@ -195,8 +196,9 @@ def formula_section() -> None:
     else:
         ui.keep_valid("textbook_run", names)
         if "textbook_run" not in st.session_state:
+            opening = ui_race.opening_run_name()
             st.session_state.textbook_run = EXAMPLE_RUN if EXAMPLE_RUN in names else \
-                (ui_race.opening_run_name() if ui_race.opening_run_name() in names else names[0])
+                opening if opening in names else names[0]
         name = st.selectbox("Recorded run (sample_runs/)", names, key="textbook_run")
         run = dict(samples)[name]
         caption = _provenance(run)

@@ -83,6 +83,12 @@ def test_the_section_compares_the_formula_with_a_sweep_and_gives_break_even_alph
     speedup = _chart(methods, "textbook_speedup")
     formula = next(t for t in speedup["data"] if t["meta"]["role"] == "formula")
     assert formula["y"] == pytest.approx([r.predicted_speedup for r in result.rows])
+    cell = load_sweep({p.parent.name: p for p in list_sweep_files()}[methods.selectbox(key="textbook_sweep").value]).cells[0]
+    for key in ("textbook_speedup", "textbook_break_even"):
+        title = _chart(methods, key)["layout"]["title"]["text"]
+        for part in (f"vLLM {cell.vllm_version}", cell.device_name, f"prompt set '{cell.prompt_set}'",
+                     f"max {cell.max_tokens} output tokens", "concurrency"):
+            assert part in title.replace("<br><sup>", " · ").replace("</sup>", ""), (key, part)
     assert _chart(methods, "textbook_break_even")["layout"]["title"]["text"].startswith("Break-even α per k")
 
 

@@ -22,11 +22,12 @@ CONCURRENCY_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#
 HALF_WIDTH_PX = 620  # about a half-width chart at 1440 px: where place_legend wraps the legend
 
 
-def _layout(fig: go.Figure, title: str, caption: str, **layout) -> go.Figure:
-    return figure_layout(fig, title, caption, caption_width=70, legend_width_px=HALF_WIDTH_PX, **layout)
+def _layout(fig: go.Figure, title: str, caption: str, caption_width: int = 45, **layout) -> go.Figure:
+    """The sweep figures' look for a half-width chart; `caption_width` characters per provenance line."""
+    return figure_layout(fig, title, caption, caption_width=caption_width, legend_width_px=HALF_WIDTH_PX, **layout)
 
 
-def tokens_per_pass(result: RunVsFormula, caption: str) -> go.Figure:
+def tokens_per_pass(result: RunVsFormula, caption: str, caption_width: int = 45) -> go.Figure:
     """E(k, α) over k = 1..8 (dotted, labelled with its over-promise where the run measured k) and the
     measured acceptance length at each k <= K (the recorded K as an open diamond); the ceiling k + 1."""
     ks = [x.num_speculative_tokens for x in result.lengths]
@@ -52,12 +53,12 @@ def tokens_per_pass(result: RunVsFormula, caption: str) -> go.Figure:
         customdata=[[x.formula, x.over_promise] for x in measured],
         hovertemplate=("k=%{x}: measured %{y:.2f} tokens per drafted pass; formula %{customdata[0]:.2f} "
                        "(%{customdata[1]:+.1%})<extra></extra>")))
-    return _layout(fig, "Tokens per pass: formula vs run", caption, height=420,
+    return _layout(fig, "Tokens per pass: formula vs run", caption, caption_width, height=420,
                    xaxis=dict(title_text="num_speculative_tokens (k)", tickvals=ks),
                    yaxis=dict(title_text="tokens per drafted pass", rangemode="tozero"))
 
 
-def per_position(result: RunVsFormula, caption: str) -> go.Figure:
+def per_position(result: RunVsFormula, caption: str, caption_width: int = 45) -> go.Figure:
     """Bars: the share of drafted steps that accepted draft j (vLLM's per-position rate) and α^j, the
     formula's expectation; the hover adds the conditional rate, the one the formula holds at α."""
     positions = [str(j + 1) for j in range(result.num_speculative_tokens)]
@@ -73,7 +74,7 @@ def per_position(result: RunVsFormula, caption: str) -> go.Figure:
         x=positions, y=result.formula_positions, name=f"formula: α^j with α = {result.alpha:.2f}",
         marker_color=FORMULA_COLOUR, text=[f"{r:.0%}" for r in result.formula_positions], textposition="outside",
         meta=dict(role="formula"), hovertemplate="draft %{x}: the formula expects %{y:.1%}<extra></extra>"))
-    return _layout(fig, "Per draft position: run vs α^j", caption, height=420, barmode="group",
+    return _layout(fig, "Per draft position: run vs α^j", caption, caption_width, height=420, barmode="group",
                    xaxis=dict(title_text="draft position j"),
                    yaxis=dict(title_text="drafted steps that accepted draft j", tickformat=".0%", range=[0, 1.15]))
 
@@ -108,7 +109,9 @@ def speedup(result: SweepVsFormula, caption: str) -> go.Figure:
     return _layout(fig, "Speedup: formula vs sweep", caption, height=420,
                    xaxis=dict(title_text="concurrency (requests in flight)", type="log" if log else "linear",
                               tickvals=xs, ticktext=[str(x) for x in xs]),
-                   yaxis=dict(title_text="speedup over no drafting", rangemode="tozero", ticksuffix="x"))
+                   yaxis=dict(title_text="speedup over no drafting", ticksuffix="x",
+                              range=[0, 1.15 * max(1.0, *(r.predicted_speedup for r in rows),
+                                                   *(r.measured_speedup for r in rows))]))
 
 
 def break_even(result: SweepVsFormula, caption: str) -> go.Figure:
