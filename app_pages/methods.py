@@ -6,7 +6,7 @@ import json
 import pandas as pd
 import streamlit as st
 
-from specviz import catalog, render, ui, walkthrough
+from specviz import catalog, render, ui, ui_textbook, walkthrough
 from specviz.config import TRACE_ENV_TEXT, ConfigError, SpecConfig, serve_command_text
 
 MAX_K = 32  # suffix decoding's docs suggest 16 to 32
@@ -130,6 +130,9 @@ if at == len(walkthrough.PHASES) - 1:
 # ---- (b2) is it lossless? ----
 st.subheader("Is it lossless?")
 ui.lossless_section()
+
+# ---- the textbook formulas beside what specviz measured ----
+ui_textbook.formula_section()
 
 # ---- (c) a config builder ----
 st.subheader("Build a config")

@@ -5,7 +5,7 @@ import time
 import pandas as pd
 import streamlit as st
 
-from specviz import render, ui, ui_race
+from specviz import render, ui, ui_race, ui_textbook
 from specviz.config import ConfigError, SpecConfig
 from specviz.demo_model import demo_model_dir
 from specviz.metrics import summarize
@@ -138,6 +138,7 @@ def recorded_source() -> None:
         st.error(f"This file cannot be opened: {e}")
         return
     ui_race.recorded_run_with_race(run, None if upload is not None else choice)
+    ui_textbook.formula_expander(run)
 
 
 def local_engine_controls() -> None:
