@@ -32,7 +32,7 @@ def provenance(run: Run) -> str:
         where += f" · attention {', '.join(m.attention_backends)}"
     return (f"{spec} · concurrency {m.concurrency} · prompt set '{m.prompt_set}' · max {m.max_tokens} tokens · "
             f"{m.platform} ({m.device_name}) · vLLM {m.vllm_version} · {m.target_model.rstrip('/').split('/')[-1]}"
-            f"{where}")
+            f"{f' in {m.dtype}' if m.dtype else ''}{where}")
 
 
 def session_id() -> str:
