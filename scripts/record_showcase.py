@@ -71,7 +71,7 @@ def main() -> None:
         if spec is None:
             baselines[prompt_set] = run
         elif prompt_set in baselines:
-            line["against_baseline"] = [c.headline() for c in compare_runs(baselines[prompt_set], run).requests]
+            line["against_baseline"] = [c.full() for c in compare_runs(baselines[prompt_set], run).requests]
         print(json.dumps(line), flush=True)
 
 

@@ -249,7 +249,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         decode = token_decoder(load_tokenizer(run.meta.target_model))
     comparison = compare_runs(baseline, run, decode=decode)
     for c in comparison.requests:
-        print(f"request {c.prompt_index} ({c.request_id}): {c.headline()}")
+        print(f"request {c.prompt_index} ({c.request_id}): {c.full()}")
     if comparison.unmatched:
         print(f"{comparison.unmatched} request(s) of the run have no baseline request with the same prompt")
     print(comparison.summary())

@@ -69,7 +69,8 @@ class RequestComparison:
     divergence: Divergence | None = None
     baseline_text: str = ""  # the two tokens at the divergence, decoded, when the runs carry their texts
     run_text: str = ""
-    reason: str = ""
+    reason: str = ""  # in plain words: "a tie in bfloat16: ' return' and ' total' scored the same"
+    detail: str = ""  # the numbers behind it: "the baseline preferred ' return' by 0.000, the run ..."
 
     def marker(self) -> str:
         """The hover text of the token where the outputs part, with both runs' scores of the two candidates.
@@ -90,13 +91,16 @@ class RequestComparison:
     def headline(self) -> str:
         """One line a stakeholder reads in one breath.
 
-        'identical output (320 tokens)', or "outputs part at token 37: a tie in bfloat16: ' cart' and ' items'
-        scored within one rounding (...)".
+        'identical output (320 tokens)', or "outputs part at token 63: a tie in bfloat16: ' return' and
+        ' total' scored the same".
         """
         if self.verdict in ("identical", "not_applicable"):
             return self.reason
-        d = self.divergence
-        return f"outputs part at token {d.position + 1}: {self.reason}"
+        return f"outputs part at token {self.divergence.position + 1}: {self.reason}"
+
+    def full(self) -> str:
+        """The headline with the numbers behind it, for the command line and the hover texts."""
+        return f"{self.headline()} ({self.detail})" if self.detail else self.headline()
 
 
 @dataclass(frozen=True)
@@ -214,12 +218,12 @@ def compare_requests(base: Request, run: Request, *, greedy: bool, dtype: str | 
         why = (f"rounding the two scores to {dtype} can move them by up to {2 * step:.3f} here" if 2 * step >= prefix
                else f"on the {at} tokens before, the same scores moved by up to {prefix:.3f} between the runs")
         return RequestComparison(index, run.request_id, "tie", d, *texts,
-                                 reason=f"a tie{_in(dtype)}: {shown} {exact} ({scored}; {why})")
+                                 reason=f"a tie{_in(dtype)}: {shown} {exact}", detail=f"{scored}; {why}")
     return RequestComparison(
         index, run.request_id, "not_a_tie", d, *texts,
-        reason=(f"NOT a tie: {scored}, a move of {d.flip:.3f}, more than rounding{_in(dtype)} explains here "
-                f"({2 * step:.3f}) or the same scores moved on the {at} tokens before ({prefix:.3f}): drafting "
-                "changed the target's choice"))
+        reason=f"NOT a tie: drafting changed the target's choice between {shown}",
+        detail=(f"{scored}, a move of {d.flip:.3f}, more than rounding{_in(dtype)} explains here ({2 * step:.3f}) or "
+                f"the same scores moved on the {at} tokens before ({prefix:.3f})"))
 
 
 # The largest spacing of a dtype's numbers at logits below 128 (2^7): 2^(6 - mantissa bits).

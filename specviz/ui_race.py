@@ -208,15 +208,16 @@ def baseline_comparison(baseline: Run, run: Run, req: Request, baseline_name: st
 def comparison_note(c: RequestComparison, baseline_name: str) -> None:
     """Same output as the baseline (the point of the demo), or where it parts and why, in one line."""
     where = f"against the baseline {baseline_name}"
+    detail = f" {c.detail[0].upper()}{c.detail[1:]}." if c.detail else ""
     if c.verdict == "identical":
         st.success(f"**Same output as without drafting**: {c.reason}, {where}.", icon=":material/check_circle:")
     elif c.verdict == "tie":
-        st.info(f"**The {c.headline()}** ({where}). The token is outlined in red below; hover it for "
-                "both runs' scores.", icon=":material/balance:")
+        st.info(f"**The {c.headline()}.**{detail} The token is outlined in red below; hover it for both runs' "
+                f"scores ({where}).", icon=":material/balance:")
     elif c.verdict == "not_applicable":
         st.caption(c.reason)
     else:
-        st.error(f"**The {c.headline()}** ({where}). The token is outlined in red below.",
+        st.error(f"**The {c.headline()}.**{detail} The token is outlined in red below ({where}).",
                  icon=":material/error:")
 
 

@@ -148,7 +148,7 @@ def test_a_two_step_flip_in_bfloat16_is_a_tie_even_where_the_prefix_did_not_move
     run = make_run([request([1, 3, 5, ITEMS], quiet + [cands((ITEMS, -0.5), (CART, -0.625))])], k=3,
                    dtype="bfloat16")
     r = compare_runs(base, run).requests[0]
-    assert r.verdict == "tie" and "can move them by up to 0.250 here" in r.reason
+    assert r.verdict == "tie" and "can move them by up to 0.250 here" in r.detail
     float32 = [x.model_copy(update={"meta": x.meta.model_copy(update={"dtype": "float32"})}) for x in (base, run)]
     assert compare_runs(*float32).requests[0].verdict == "not_a_tie"
 
