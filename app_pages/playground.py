@@ -57,7 +57,7 @@ def spec_from_controls() -> SpecConfig | None:
     elif st.session_state.pg_draft_model:
         d["model"] = st.session_state.pg_draft_model
     spec = SpecConfig.from_dict(d)
-    spec.check_local_paths()
+    spec.check_local_engine()
     return spec
 
 
@@ -264,6 +264,7 @@ else:
         st.session_state.pg_runs.append(run)
     if run.meta.incomplete_reason:
         c5.caption(f"({run.meta.incomplete_reason})")
+    ui.engine_failure(run)
     c5.download_button("Save run", run_bytes(run), file_name=f"playground-{run.meta.run_id}.json.gz",
                        key="pg_save")
 
