@@ -36,7 +36,8 @@ _PREFIX = re.compile(
 _FRAME = re.compile(r'^\s+File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>.+)$')
 _TRACEBACK = "Traceback (most recent call last):"
 # Messages that only point elsewhere: vLLM's EngineDeadError, and the EngineCore's wrapper of a worker's error.
-_POINTERS = ("see stack trace (above)", "check the stack trace above", "see the stack trace above")
+_POINTERS = ("see stack trace (above)", "check the stack trace above", "see the stack trace above",
+             "see root cause above")
 # Lines that say the engine process went away without a traceback (killed by a signal, the OOM killer).
 _DEATH = re.compile(r"exited unexpectedly|died unexpectedly|terminated unexpectedly|killed", re.IGNORECASE)
 _MAX_MESSAGE_LINES = 6
