@@ -75,6 +75,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         server = LocalServer(model=args.model, spec=spec, port=args.port, dtype=args.dtype,
                              max_model_len=args.max_model_len, seed=args.seed,
                              extra_args=shlex.split(args.vllm_args))
+    bar = None
     try:
         if isinstance(server, LocalServer):
             _start_with_progress(server)
@@ -89,6 +90,8 @@ def cmd_record(args: argparse.Namespace) -> int:
                      chat=not args.no_chat_template, on_request_done=done)
         bar.close()
     except EngineError as e:
+        if bar is not None:
+            bar.close()  # ends the bar's line, so the message starts on its own
         return _fail(str(e))
     except KeyboardInterrupt:
         return _fail("interrupted; nothing saved", 130)

