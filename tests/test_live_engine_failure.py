@@ -165,3 +165,26 @@ def test_a_server_killed_mid_run_stops_the_run_and_says_so_once(tiny, tmp_path):
     assert run.meta.engine_error == "the server process was killed by signal 9 (SIGKILL)"
     assert f"run saved INCOMPLETE to {out}: the vLLM engine died during the run:\n{run.meta.engine_error}" \
         in result.stderr
+
+
+def test_the_playground_shows_the_engines_error_when_it_dies_mid_generation(tiny):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file("../app.py", default_timeout=600)
+    at.run()
+    at.radio(key="pg_source").set_value("Local engine (specviz starts it)").run()
+    at.text_input(key="pg_model").set_value(tiny)
+    at.number_input(key="pg_max_tokens").set_value(1500)
+    at.text_area(key="pg_prompt").set_value("Count from 1 to 1000.")
+    killed: dict = {}
+    killer = threading.Thread(target=_kill_once_decoding, daemon=True, args=(
+        tiny, lambda pid: os.kill(_engine_core_of(pid), signal.SIGKILL), killed))
+    killer.start()
+    at.button(key="pg_start").click().run()  # returns when the generation has ended
+    killer.join(timeout=5)
+    assert killed, "the engine was never killed"
+    assert not at.exception, at.exception
+    assert any("engine failed during this run" in e.value for e in at.error), [e.value for e in at.error]
+    assert ("(APIServer) [shutdown] MPClient: engine core exited unexpectedly; starting cleanup"
+            in [c.value for c in at.code])
+    assert int(next(m.value for m in at.metric if m.label == "engine steps")) > 0  # what arrived is still shown
