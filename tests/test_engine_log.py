@@ -273,3 +273,47 @@ def test_the_playground_shows_the_engines_error_under_a_failed_generation(weathe
     assert not at.exception, at.exception
     assert any("engine failed during this run" in e.value for e in at.error)
     assert "AssertionError: Synthetic acceptance not supported with CPU sampling" in [c.value for c in at.code]
+
+
+# ---- the sweep: a cell whose engine dies stops the sweep with the engine's error ---------------------
+
+@pytest.mark.parametrize("dies_in", ["warm-up", "measured"])
+def test_a_sweep_cell_whose_engine_dies_stops_with_the_engines_error(dies_in, tmp_path, monkeypatch, capsys):
+    from conftest import make_run
+
+    import specviz.serving.local as local_mod
+    import specviz.sweep_runner as sweep_mod
+
+    class FakeServer:
+        def __init__(self, **_):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+        def start(self, progress=None):
+            return 1.0
+
+    reason = "the vLLM engine died during the run:\nAssertionError: boom\n  (Worker process, a.py line 1, in f)"
+
+    def fake_record(server, prompts, *, prompt_set, concurrency, max_tokens, **_):
+        dead = prompt_set == dies_in or (dies_in == "measured" and prompt_set != "warm-up")
+        return make_run([], k=None, concurrency=concurrency, max_tokens=max_tokens, complete=not dead,
+                        incomplete_reason=reason if dead else None,
+                        engine_error="AssertionError: boom\n  (Worker process, a.py line 1, in f)" if dead else None)
+
+    monkeypatch.setattr(sweep_mod, "check_grid", lambda grid: None)
+    monkeypatch.setattr(local_mod, "LocalServer", FakeServer)
+    monkeypatch.setattr(recording, "record", fake_record)
+    monkeypatch.setattr(recording, "load_tokenizer", lambda model: None)
+    monkeypatch.setattr(sweep_mod, "sweep_prompts", lambda grid: ("code", ["p"]))
+    code = cli.main(["sweep", "--model", str(tmp_path), "--drafter", '{"method": "ngram", "prompt_lookup_max": 3}',
+                     "--k", "1", "--concurrency", "1", "--out", str(tmp_path / "sweep")])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "cell baseline k=None concurrency 1 failed" in err
+    assert "AssertionError: boom\n  (Worker process, a.py line 1, in f)" in err
+    assert ("in its warm-up, before measuring" in err) is (dies_in == "warm-up")
