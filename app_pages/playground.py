@@ -59,7 +59,7 @@ def spec_from_controls() -> SpecConfig | None:
     elif st.session_state.pg_draft_model:
         d["model"] = st.session_state.pg_draft_model
     spec = SpecConfig.from_dict(d)
-    spec.check_local_paths()
+    spec.check_local_engine()
     return spec
 
 
@@ -261,6 +261,7 @@ if race:
             tokenizer=tokenizer_for(st.session_state.pg_model))
         ui_race.start_race("pg_live_race_view")
 
+engine_note = st.container()  # the engine's error, when it failed, above the output
 area = st.empty()
 if st.session_state.get("pg_live_view") == "race" and ui_race.live_race_view():
     pass
@@ -276,8 +277,10 @@ else:
             time.sleep(0.2)
     if all(r.meta.run_id != run.meta.run_id for r in st.session_state.pg_runs):
         st.session_state.pg_runs.append(run)
-    if run.meta.incomplete_reason:
+    if run.meta.incomplete_reason and not run.meta.engine_error:  # engine_note shows the engine's own error
         c5.caption(f"({run.meta.incomplete_reason})")
+    with engine_note:
+        ui.engine_failure(run)
     c5.download_button("Save run", run_bytes(run), file_name=f"playground-{run.meta.run_id}.json.gz",
                        key="pg_save")
 

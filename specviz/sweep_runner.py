@@ -22,12 +22,13 @@ def sweep_prompts(grid: SweepGrid) -> tuple[str, list[str]]:
 
 
 def check_grid(grid: SweepGrid) -> None:
-    """Everything that can be refused before an engine starts: configs, draft folders, model, prompts."""
+    """Everything that can be refused before an engine starts: configs, draft folders, settings known
+    to fail on this platform, model, prompts."""
     if not Path(grid.target_model).is_dir():
         raise SweepError(f"target model {grid.target_model!r} is not a model folder on this machine")
     for _, spec in grid.engine_configs():
         if spec is not None:
-            spec.check_local_paths()
+            spec.check_local_engine()
     sweep_prompts(grid)
 
 
@@ -96,8 +97,11 @@ def run_sweep(
             for c in todo:
                 # Warm up at this batch size first: the first steps of a new shape are slow. Not with
                 # the cell's own prompts, which would then be measured with a free (cached) prefill.
-                record(server, warmup_prompts(c), prompt_set="warm-up", concurrency=c, max_tokens=8,
-                       logprobs=grid.logprobs, tokenizer=tokenizer, warmup=False)
+                warm = record(server, warmup_prompts(c), prompt_set="warm-up", concurrency=c, max_tokens=8,
+                              logprobs=grid.logprobs, tokenizer=tokenizer, warmup=False)
+                if not warm.meta.complete:
+                    raise SweepError(f"cell {label} k={k} concurrency {c} failed in its warm-up, before measuring: "
+                                     f"{warm.meta.incomplete_reason}\nFinished cells are saved in {path}.")
                 run = record(server, prompts, prompt_set=prompt_set, concurrency=c, max_tokens=grid.max_tokens,
                              temperature=grid.temperature, seed=grid.seed, logprobs=grid.logprobs,
                              tokenizer=tokenizer, warmup=False)

@@ -54,8 +54,16 @@ def metrics_row(s: Summary, container=st) -> None:
     cols[4].metric("matches vLLM's counters", {True: "yes", False: "NO", None: "–"}[s.counters_match])
 
 
+def engine_failure(run: Run) -> None:
+    """The engine's own error, when requests failed on the server or the engine died (from the server's log)."""
+    if run.meta.engine_error:
+        st.error("The vLLM engine failed during this run. Its own error, from the server's log:")
+        st.code(run.meta.engine_error, language=None)
+
+
 def run_notes(run: Run, s: Summary) -> None:
-    """What a reader must know beside the figures: failed requests, and vLLM's padded draft slots."""
+    """What a reader must know beside the figures: the engine's error, failed requests, vLLM's padded draft slots."""
+    engine_failure(run)
     failed = [r for r in run.requests if r.error]
     if failed:
         st.warning(f"{len(failed)} of {len(run.requests)} requests failed and carry no output; the first: "

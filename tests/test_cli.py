@@ -85,3 +85,38 @@ def test_check_piped_into_a_reader_that_closes_early_exits_quietly():
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141, err
     assert "Traceback" not in err and "BrokenPipeError" not in err and "Exception ignored" not in err
+
+
+def test_an_empty_spec_is_refused_naming_the_baseline_spelling(capsys, tmp_path):
+    for empty in ("", "  "):
+        code = cli.main(["record", "--model", str(tmp_path), "--spec", empty, "--prompts", "builtin:code",
+                         "--out", str(tmp_path / "r.json")])
+        assert code == 2
+        err = capsys.readouterr().err
+        assert "--spec is empty" in err and "--spec none to record the baseline" in err
+    assert not (tmp_path / "r.json").exists()
+
+
+SYNTHETIC_DRAFTER = ('{"method": "ngram", "prompt_lookup_max": 3, "rejection_sample_method": "synthetic", '
+                     '"synthetic_acceptance_length": 2.0}')
+
+
+@pytest.mark.parametrize("command", ["record", "sweep"])
+def test_synthetic_acceptance_on_this_cpu_is_refused_before_any_engine_starts(command, capsys, tmp_path, monkeypatch):
+    import specviz.serving.local as local
+    from specviz.serving.server import local_device
+
+    if local_device()[0] != "cpu":
+        pytest.skip("the refusal is for CPU machines")
+    monkeypatch.setattr(local.LocalServer, "start", lambda *a, **k: pytest.fail("an engine was started"))
+    if command == "record":
+        args = ["record", "--spec", SYNTHETIC_DRAFTER.replace("{", '{"num_speculative_tokens": 3, ', 1),
+                "--out", str(tmp_path / "r.json")]
+    else:
+        args = ["sweep", "--drafter", SYNTHETIC_DRAFTER, "--k", "1,3", "--out", str(tmp_path / "sweep")]
+    code = cli.main(args + ["--model", str(tmp_path), "--prompts", "builtin:code"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("specviz: speculative config: 'rejection_sample_method' = 'synthetic' is known to fail on cpu")
+    assert "Synthetic acceptance not supported with CPU sampling" in err
+    assert list(tmp_path.iterdir()) == []  # nothing written

@@ -105,3 +105,33 @@ def test_serve_command_text_example():
 def test_a_custom_class_is_not_a_local_folder():
     spec = SpecConfig.parse('{"method": "custom_class", "num_speculative_tokens": 2, "model": "my_module.MyProposer"}')
     spec.check_local_paths()  # a Python class path, not a checkpoint folder: nothing to check
+
+
+SYNTHETIC = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3,
+             "rejection_sample_method": "synthetic", "synthetic_acceptance_length": 2.0}
+
+
+def test_synthetic_acceptance_is_refused_on_cpu_with_the_engines_error_and_what_to_change():
+    spec = SpecConfig.from_dict(SYNTHETIC)
+    with pytest.raises(ConfigError) as e:
+        spec.check_local_engine("cpu")
+    message = str(e.value)
+    assert "'rejection_sample_method' = 'synthetic' is known to fail on cpu" in message
+    assert '"AssertionError: Synthetic acceptance not supported with CPU sampling"' in message
+    assert "vllm/utils/cpu_triton_utils.py" in message and "Change: leave 'rejection_sample_method' out" in message
+    spec.check_local_engine("cuda")  # a GPU samples synthetic acceptance in Triton
+    spec.check_local_engine("rocm")
+    SpecConfig.from_dict(SYNTHETIC | {"rejection_sample_method": "standard",
+                                      "synthetic_acceptance_length": None}).check_local_engine("cpu")
+
+
+def test_the_platform_is_detected_only_for_a_setting_known_to_fail_somewhere(monkeypatch):
+    import specviz.serving.server as server
+
+    asked = []
+    monkeypatch.setattr(server, "local_device", lambda: asked.append(1) or ("cpu", "test CPU"))
+    SpecConfig.from_dict({"method": "ngram", "num_speculative_tokens": 3}).check_local_engine()
+    assert asked == []  # nothing known to fail: vLLM is not imported to ask
+    with pytest.raises(ConfigError, match="known to fail on cpu"):
+        SpecConfig.from_dict(SYNTHETIC).check_local_engine()
+    assert asked == [1]

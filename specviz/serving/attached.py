@@ -83,6 +83,9 @@ class AttachedServer:
     def log_tail(self, n: int = 30) -> str:
         return "(the server's log is on the machine that runs it)"
 
+    def engine_error(self) -> str | None:
+        return None  # the log is the server's, wherever it runs
+
     def provenance(self) -> Provenance:
         # A server on this machine runs on this machine's platform; a remote one we cannot see.
         platform_name, device = local_device() if self.is_local else ("unknown", "unknown (remote server)")
@@ -249,6 +252,9 @@ class ServerGroup:
 
     def log_tail(self, n: int = 30) -> str:
         return self.servers[0].log_tail(n)
+
+    def engine_error(self) -> str | None:
+        return None  # attached servers' logs are not here
 
     def views(self, run: Run | None = None) -> list[View]:
         return self.servers[0].views(run)

@@ -17,6 +17,7 @@ import uuid
 import httpx
 
 from ..runfile import Run, Step
+from .engine_log import failed_on_the_server
 from .recording import apply_chat_template, build_run, sampling_params, token_decoder
 from .server import Server
 from .stream import StreamResult, stream_completion
@@ -43,6 +44,7 @@ class LiveGeneration:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self.stopped_by_user = False
+        self._engine_error: str | None = None  # read from the server's log once the request failed there
 
     def start(self) -> LiveGeneration:
         self._thread.start()
@@ -73,13 +75,17 @@ class LiveGeneration:
         """(the generation so far as a one-request Run, whether it has ended).
 
         The Run is complete only if the request finished by itself; while it runs, or after Stop,
-        it holds the tokens that reached the client and the steps that produced them.
+        it holds the tokens that reached the client and the steps that produced them. A request that
+        failed on the server carries the engine's own error from its log (meta.engine_error).
         """
         done = self.done  # read first: a result read after this is at least as new
         if self._reader:
             self._steps += steps_by_request(self._reader.read_new(), [self.request_id], self._decode)[self.request_id]
         res = self._result
-        reason = None
+        reason = engine_error = None
+        if done and failed_on_the_server(res.error):
+            self._engine_error = self._engine_error or self.server.engine_error()
+            engine_error = self._engine_error
         if self.stopped_by_user:
             reason = "stopped by the user"
         elif res.error:
@@ -89,7 +95,8 @@ class LiveGeneration:
         run = build_run(self.server, [res if reason is None else _as_cut_off(res)], {self.request_id: self._steps},
                         run_id=self.run_id,
                         prompt_set="playground", concurrency=1, max_tokens=self.sampling["max_tokens"],
-                        sampling=self.sampling, incomplete_reason=reason, user_messages=self.user_messages)
+                        sampling=self.sampling, incomplete_reason=reason, user_messages=self.user_messages,
+                        engine_error=engine_error)
         return run, done
 
 

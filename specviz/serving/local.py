@@ -29,6 +29,7 @@ import httpx
 from ..config import SpecConfig, serve_command
 from ..demo_model import default_dtype
 from ..platforms import attention_backends_from_log, model_dtype_from_log
+from .engine_log import root_cause
 from .recording import load_tokenizer
 from .server import EngineError, Provenance, local_device, vllm_version
 from .trace_reader import TRACE_FILE_ENV
@@ -69,6 +70,7 @@ class LocalServer:
     proc: subprocess.Popen | None = field(default=None, init=False, repr=False)
     start_time_s: float | None = field(default=None, init=False)
     ready_after_s: float | None = field(default=None, init=False)
+    ready_log_offset: int = field(default=0, init=False)  # log size when /health first answered
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir or tempfile.mkdtemp(prefix="specviz-server-"))
@@ -126,7 +128,10 @@ class LocalServer:
                 if self.proc.poll() is not None:
                     code = self.proc.returncode
                     self.stop()
-                    raise EngineError(f"vLLM exited with code {code} while starting.\n{self.log_tail()}")
+                    cause = self.engine_error(since_start=True)
+                    raise EngineError(f"vLLM exited with code {code} while starting."
+                                      + (f" The engine's error, from its log:\n{cause}" if cause else "")
+                                      + f"\nServer log tail:\n{self.log_tail()}")
                 try:
                     if client.get(f"{self.url}/health").status_code == 200:
                         break
@@ -139,6 +144,7 @@ class LocalServer:
                     progress(elapsed, self.log_tail(8))
                 time.sleep(0.5)
         self.ready_after_s = time.time() - self.start_time_s
+        self.ready_log_offset = self._log_size()
         return self.ready_after_s
 
     def alive(self) -> bool:
@@ -163,6 +169,30 @@ class LocalServer:
         return Provenance(platform=platform_name, device_name=device, vllm_version=vllm_version(),
                           async_scheduling=not self.trace and platform_name != "cpu",
                           attention_backends=attention_backends_from_log(log), dtype=model_dtype_from_log(log))
+
+    def engine_error(self, *, since_start: bool = False) -> str | None:
+        """The engine's own error from its log (see engine_log.root_cause), or None.
+
+        Read from where the log stood when the server became ready (since_start: the whole log),
+        so that a failure during a run is not confused with something logged while starting. A
+        server killed by a signal logs nothing: then that is the error ('the server process was
+        killed by signal 9 (SIGKILL)').
+        """
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(0 if since_start else self.ready_log_offset)
+                text = f.read().decode(errors="replace")
+        except OSError:
+            text = ""
+        code = self.proc.poll() if self.proc is not None else None
+        return root_cause(text) or (f"the server process was {signal_description(code)}" if code and code < 0
+                                    else None)
+
+    def _log_size(self) -> int:
+        try:
+            return self.log_path.stat().st_size
+        except OSError:
+            return 0
 
     def log_tail(self, n: int = 30) -> str:
         try:
@@ -201,6 +231,15 @@ class LocalServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def signal_description(returncode: int) -> str:
+    """'killed by signal 9 (SIGKILL)' for a Popen returncode of -9."""
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = "unknown signal"
+    return f"killed by signal {-returncode} ({name})"
 
 
 def live_group_members(pgid: int) -> list[int]:

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -20,6 +21,7 @@ from pydantic import ValidationError
 from .. import __version__
 from ..runfile import LENIENT, RequestSpecDecodeMetrics, Run, RunMeta, SpecDecodeCounters, Step, first_error
 from .counters import counters_delta, scrape_spec_counters, sum_counters
+from .engine_log import died_reason, engine_gone, failed_on_the_server
 from .server import EngineError, Server
 from .stream import StreamResult, stream_completion
 from .trace_reader import TraceReader, _steps_within, placeholder_only_reason, steps_by_request
@@ -85,7 +87,8 @@ def record(
     measured is thrown away:
     - a request the server refuses (a prompt longer than the context: HTTP 400) is kept with its
       error, and the others go on;
-    - if the server dies part-way, the Run holds what arrived, with complete=False and the reason;
+    - if the engine dies part-way, no more requests are sent: the Run holds what arrived, with
+      complete=False, the reason, and the engine's own error from its log (meta.engine_error);
     - if the recording breaks the run's invariants, the Run keeps its steps unchecked, the tracer's
       raw records, and meta.invalid_reason.
 
@@ -94,7 +97,8 @@ def record(
     comparison with another run explain where their outputs part (specviz.divergence).
 
     Raises EngineError before measuring when the warm-up's trace holds only placeholder drafts
-    (the server's scheduler cannot see drafts: see placeholder_only_reason).
+    (the server's scheduler cannot see drafts: see placeholder_only_reason), or when the engine
+    died on the warm-up request (the message carries the engine's error).
     """
     tokenizer = tokenizer or server.tokenizer()
     texts = [apply_chat_template(tokenizer, p) if chat else p for p in prompts]
@@ -110,32 +114,46 @@ def record(
         if warmup:
             warmup_text = apply_chat_template(tokenizer, WARMUP_PROMPT) if chat else WARMUP_PROMPT
             for j, m in enumerate(members):
-                stream_completion(client, m.url, m.model, warmup_text, f"warmup-{run_id}-{j}",
-                                  sampling | {"max_tokens": min(8, max_tokens)})
+                res = stream_completion(client, m.url, m.model, warmup_text, f"warmup-{run_id}-{j}",
+                                        sampling | {"max_tokens": min(8, max_tokens)})
+                if engine_gone(res.error):
+                    cause = _engine_error(server)
+                    raise EngineError("the engine died on the warm-up request, before any measured request was "
+                                      "sent; nothing was recorded. "
+                                      + (f"Its error:\n{cause}" if cause else f"The request's error: {res.error}"))
         warmup_records = [rec for reader in readers for rec in reader.read_new()]
         if server.speculative_config() and (why := placeholder_only_reason(warmup_records)):
             raise EngineError(f"cannot trace this server: {why}")
         before = _try(lambda: sum_counters([scrape_spec_counters(m.url) for m in members]))
 
-        def one(i: int) -> StreamResult:
+        gone = threading.Event()  # a request's error said the engine is gone: send no more
+
+        def one(i: int) -> StreamResult | None:
+            if gone.is_set():
+                return None
             m = members[i % len(members)]
             res = stream_completion(client, m.url, m.model, texts[i], request_ids[i], sampling)
+            if engine_gone(res.error):
+                gone.set()
             if on_request_done:
                 with lock:
                     on_request_done(res)
             return res
 
         with ThreadPoolExecutor(max_workers=concurrency) as pool:
-            results = list(pool.map(one, range(len(texts))))
+            sent = list(pool.map(one, range(len(texts))))  # None: not sent, the engine was gone
+        results = [res for res in sent if res is not None]
         after = _try(lambda: sum_counters([scrape_spec_counters(m.url) for m in members])) if server.alive() else None
 
     # The tracer writes a step before its tokens reach the client, so by now every step is on disk.
     records = [rec for reader in readers for rec in reader.read_new()]
-    reason = None
-    if not server.alive():
-        errors = [r.error for r in results if r.error]
-        reason = (f"the vLLM server died during the run ({errors[0] if errors else 'the server stopped'}). "
-                  f"Server log tail:\n{server.log_tail(15)}")
+    reason = engine_error = None
+    errors = [r.error for r in results if r.error]
+    if any(failed_on_the_server(e) for e in errors) or gone.is_set() or not server.alive():
+        engine_error = _engine_error(server)
+    if gone.is_set() or not server.alive():
+        reason = died_reason(first_error=errors[0] if errors else None, engine_error=engine_error,
+                             num_not_sent=len(texts) - len(results), log_tail=server.log_tail(15))
     invalid = placeholder_only_reason(records) if server.speculative_config() else None
     decode = token_decoder(tokenizer)
     try:
@@ -144,8 +162,8 @@ def record(
         invalid = invalid or f"a tracer record breaks a step's invariants {first_error(e)}"
         steps = steps_by_request(records, request_ids, decode, context=LENIENT)
     return build_run(server, results, steps, run_id=run_id, prompt_set=prompt_set, concurrency=concurrency,
-                     max_tokens=max_tokens, sampling=sampling, incomplete_reason=reason,
-                     user_messages=list(prompts) if chat else None,
+                     max_tokens=max_tokens, sampling=sampling, incomplete_reason=reason, engine_error=engine_error,
+                     user_messages=[p for p, res in zip(prompts, sent) if res is not None] if chat else None,
                      counters=counters_delta(before, after) if reason is None else None,
                      invalid_reason=invalid, raw_trace_records=records)
 
@@ -154,7 +172,7 @@ def build_run(
     server: Server, results: list[StreamResult], steps: dict[str, list[Step]], *, run_id: str,
     prompt_set: str, concurrency: int, max_tokens: int, sampling: dict, incomplete_reason: str | None = None,
     counters: SpecDecodeCounters | None = None, user_messages: list[str | None] | None = None,
-    invalid_reason: str | None = None, raw_trace_records: list[dict] | None = None,
+    invalid_reason: str | None = None, raw_trace_records: list[dict] | None = None, engine_error: str | None = None,
 ) -> Run:
     """Assemble a Run from what the client saw and the tracer's steps, with this machine's provenance.
 
@@ -200,6 +218,7 @@ def build_run(
         max_tokens=max_tokens,
         complete=incomplete_reason is None,
         incomplete_reason=incomplete_reason,
+        engine_error=engine_error,
         vllm_counters=counters,
     )
     if invalid_reason is None:
@@ -220,6 +239,15 @@ def _spec_decode_metrics(reported: dict | None) -> RequestSpecDecodeMetrics | No
         return RequestSpecDecodeMetrics(**{k: v for k, v in reported.items() if k in known})
     except ValueError:
         return None
+
+
+def _engine_error(server: Server) -> str | None:
+    """The engine's error from its log, waiting a moment for the dying processes' last lines to land."""
+    for _ in range(10):
+        if cause := server.engine_error():
+            return cause
+        time.sleep(0.2)
+    return None
 
 
 def _try(fn):

