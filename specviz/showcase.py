@@ -95,6 +95,9 @@ def example_step(req: Request) -> int | None:
     return max(drafted, key=score)
 
 
+SHORT_VERDICTS = {"tie": "a tie", "not_a_tie": "NOT a tie", "unexplained": "no logprobs to say why"}
+
+
 def showcase_folders(sample_runs: Path) -> list[Path]:
     """showcase/ (the shipped runs) first, then the other recordings of the same prompts (showcase-bf16-epyc/, ...)."""
     return sorted((p for p in sample_runs.glob(f"{SHOWCASE_DIR}*") if p.is_dir()), key=lambda p: (p.name != SHOWCASE_DIR,
@@ -109,6 +112,7 @@ def lossless_rows(folders: Sequence[tuple[str, Sequence[tuple[K, Run]]]]) -> lis
         {"runs": "float32", "drafting": "ngram k=3", "prompts": "showcase-edit", "dtype": "float32",
          "machine": "Intel(R) Xeon(R) Processor", "identical output": "2 of 2",
          "where they part": "", "tokens/s, baseline -> drafting": "19.0 -> 41.9 (2.21x)"}
+    and where runs part, per request: "token 12: a tie; token 63: a tie".
     """
     rows = []
     for label, entries in folders:
@@ -123,7 +127,8 @@ def lossless_rows(folders: Sequence[tuple[str, Sequence[tuple[K, Run]]]]) -> lis
                 "runs": label, "drafting": spec_label(run), "prompts": run.meta.prompt_set,
                 "dtype": run.meta.dtype or "not recorded", "machine": run.meta.device_name,
                 "identical output": f"{comparison.identical} of {len(comparison.requests)}",
-                "where they part": "; ".join(c.headline() for c in comparison.requests if c.divergence),
+                "where they part": "; ".join(f"token {c.divergence.position + 1}: {SHORT_VERDICTS[c.verdict]}"
+                                             for c in comparison.requests if c.divergence),
                 "tokens/s, baseline -> drafting": speed,
             })
     return rows
