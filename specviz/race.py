@@ -32,6 +32,7 @@ finds the baseline's request with the same prompt text.
 from __future__ import annotations
 
 import bisect
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from html import escape
@@ -371,7 +372,7 @@ def lane_html(lane: Lane, state: LaneState, *, speculative: bool) -> str:
     return (f'<div class="sv-lane{" sv-lane-spec" if speculative else ""}">'
             f'<div class="sv-lane-head"><span>{escape(lane.label)}{escape(unit)}</span>{flag}</div>'
             f'<div class="sv-stats">{cells}</div><div class="sv-track"><div style="width:{share:.1f}%"></div></div>'
-            f'<div class="sv-scroll">{pieces_html(state.pieces, state.newest)}</div></div>')
+            f'<div class="sv-scroll">{pieces_html(lane.pieces, state.newest, len(state.pieces))}</div></div>')
 
 
 def result_html(race: Race) -> str:
@@ -395,10 +396,81 @@ def result_html(race: Race) -> str:
     return f'<div class="{cls}">{head}<small>{escape(detail)}</small></div>'
 
 
-def race_html(race: Race, state: RaceState, speed: float) -> str:
-    """The whole track at one moment: the race clock, the two lanes side by side, the result at the end."""
-    clock = (f'<div class="sv-clock">race clock {_fmt_s(state.t)} of {_fmt_s(race.duration_s)} · replayed at '
-             f'{speed:g}x the recorded pace</div>')
+def race_html(race: Race, state: RaceState, speed: float, replay_id: str = "") -> str:
+    """The whole track at one moment: the race clock, the two lanes side by side, the result at the end.
+
+    Every lane holds its whole output, the part not yet produced hidden (class sv-later), so that
+    `replay_script(..., replay_id)` can play the race on in the browser without the server.
+    """
+    clock = (f'<div class="sv-clock">race clock <span class="sv-clock-t">{_fmt_s(state.t)}</span> of '
+             f'{_fmt_s(race.duration_s)} · replayed at {speed:g}x the recorded pace</div>')
     lanes = (f'<div class="sv-race">{lane_html(race.baseline, state.baseline, speculative=False)}'
              f'{lane_html(race.speculative, state.speculative, speculative=True)}</div>')
-    return RACE_CSS + CSS + clock + (result_html(race) if state.finished else "") + lanes
+    root = f"sv-replay sv-replay-{escape(replay_id)}" if replay_id else "sv-replay"
+    return (RACE_CSS + CSS + f'<div class="{root}">' + clock + (result_html(race) if state.finished else "")
+            + lanes + "</div>")
+
+
+def replay_data(race: Race, t: float, speed: float) -> dict:
+    """What the browser needs to play the race on from replay time t: times and counts only, no token text.
+
+    For each lane (baseline, then speculative) the event times, the tokens and display pieces
+    visible after each event, the finish time and the total tokens; as Lane.at uses them.
+    """
+    return {"t0": t, "speed": speed, "duration": race.duration_s, "eps": EPS_S, "lanes": [
+        {"ev": list(lane.event_s), "tok": list(lane.tokens_after), "pcs": list(lane.pieces_after),
+         "fin": lane.finish_s, "n": lane.num_tokens} for lane in (race.baseline, race.speculative)]}
+
+
+# Plays the race on in the browser, about 25 times a second, from the state race_html drew: the same
+# rules as Lane.at (an event at or before t has happened; a lane's clock stops at its finish). It stops
+# when its track is gone from the page (paused, restarted, finished: the server draws anew).
+REPLAY_JS = r"""
+(() => {
+  const D = __DATA__, id = __ID__;
+  const start = performance.now();
+  const fmt = s => (s < 10 ? s.toFixed(2) : s.toFixed(1)) + " s";
+  const upto = (a, x) => { let lo = 0, hi = a.length;
+    while (lo < hi) { const m = (lo + hi) >> 1; if (a[m] <= x) lo = m + 1; else hi = m; } return lo; };
+  const last = [-1, -1];
+  function frame() {
+    const root = document.querySelector(".sv-replay-" + id);
+    if (!root) { if (performance.now() - start < 5000) setTimeout(frame, 40); return; }
+    const t = Math.min(D.t0 + (performance.now() - start) / 1000 * D.speed, D.duration);
+    root.querySelector(".sv-clock-t").textContent = fmt(t);
+    root.querySelectorAll(".sv-lane").forEach((lane, li) => {
+      const L = D.lanes[li], n = upto(L.ev, t + D.eps), finished = t + D.eps >= L.fin;
+      const tokens = n ? L.tok[n - 1] : 0, shown = n ? L.pcs[n - 1] : 0, before = n >= 2 ? L.pcs[n - 2] : 0;
+      const b = lane.querySelectorAll(".sv-stat b");
+      b[0].textContent = fmt(Math.min(Math.max(t, 0), L.fin));
+      b[1].textContent = n; b[2].textContent = tokens; b[3].textContent = n ? (tokens / n).toFixed(2) : "\u2013";
+      lane.querySelector(".sv-track div").style.width = (L.n ? 100 * tokens / L.n : 0).toFixed(1) + "%";
+      const flag = lane.querySelector(".sv-flag");
+      flag.className = finished ? "sv-flag sv-flag-done" : "sv-flag";
+      flag.textContent = finished ? "\u{1F3C1} finished in " + fmt(L.fin)
+        : n ? "running" : "waiting for the first token";
+      const key = finished ? -2 - shown : shown;
+      if (key !== last[li]) {
+        last[li] = key;
+        Array.from(lane.querySelector(".sv-output").children).forEach((p, i) => {
+          p.classList.toggle("sv-later", i >= shown);
+          p.classList.toggle("sv-new", !finished && n > 0 && i >= before && i < shown);
+        });
+      }
+    });
+    if (t < D.duration) setTimeout(frame, 40);
+  }
+  frame();
+})();
+"""
+
+
+def replay_script(race: Race, t: float, speed: float, replay_id: str) -> str:
+    """A <script> that plays the track drawn by race_html(..., replay_id) on from replay time t at `speed`.
+
+    `replay_id` must be letters and digits (it names a CSS class); the data are numbers only.
+    """
+    if not replay_id.isalnum():
+        raise ValueError(f"replay_id must be letters and digits, not {replay_id!r}")
+    code = REPLAY_JS.replace("__DATA__", json.dumps(replay_data(race, t, speed))).replace("__ID__", f'"{replay_id}"')
+    return f"<script>{code}</script>"

@@ -46,6 +46,7 @@ CSS = """
 .sv-output .sv-brk{background:transparent;padding:0}
 .sv-output .sv-brk .sv-ink{background:var(--sv-bg);border-radius:2px}
 .sv-output .sv-mark{border-left:3px solid var(--sv-bd);border-radius:0}
+.sv-later{display:none}
 .sv-chunk{border-radius:3px;padding:0 1px;white-space:pre-wrap}
 .sv-chunk-1{background:transparent}
 .sv-chunk-2{background:#d6f0d6}.sv-chunk-3{background:#b4e4b4}.sv-chunk-4{background:#8fd68f}
@@ -126,8 +127,10 @@ def output_html(request: Request) -> str:
     return pieces_html(output_roles(request))
 
 
-def pieces_html(pieces: Sequence[tuple[str, Role]], newest: int = 0) -> str:
-    """Output pieces (text, role) as output_html draws them; the last `newest` also get the class sv-new.
+def pieces_html(pieces: Sequence[tuple[str, Role]], newest: int = 0, shown: int | None = None) -> str:
+    """Output pieces (text, role) as output_html draws them; the last `newest` of the first `shown` (all by
+    default) also get the class sv-new, and those after `shown` the class sv-later (hidden, for a replay
+    to reveal).
 
     The text reads as the model wrote it: a newline breaks the line and the spaces after it indent
     the next, uncoloured. A piece with visible characters and a newline colours only those
@@ -135,10 +138,11 @@ def pieces_html(pieces: Sequence[tuple[str, Role]], newest: int = 0) -> str:
     Every piece is one span with its role's class.
     """
     parts = []
-    first_new = len(pieces) - newest if newest else len(pieces)
+    shown = len(pieces) if shown is None else shown
+    first_new = shown - newest if newest else shown
     for i, (text, role) in enumerate(pieces):
-        new = " sv-new" if i >= first_new else ""
-        parts.append(_piece_html(text, role, new))
+        extra = " sv-later" if i >= shown else " sv-new" if i >= first_new else ""
+        parts.append(_piece_html(text, role, extra))
     return f'<div class="sv-output">{"".join(parts)}</div>'
 
 
