@@ -474,3 +474,8 @@ def replay_script(race: Race, t: float, speed: float, replay_id: str) -> str:
         raise ValueError(f"replay_id must be letters and digits, not {replay_id!r}")
     code = REPLAY_JS.replace("__DATA__", json.dumps(replay_data(race, t, speed))).replace("__ID__", f'"{replay_id}"')
     return f"<script>{code}</script>"
+
+
+def raced_against(base: Run, runs: Iterable[tuple[K, Run]]) -> list[K]:
+    """The names of the speculative runs among `runs` whose baseline (find_baseline) is `base`."""
+    return [name for name, run in runs if is_speculative(run) and find_baseline(run, [(None, base)]) is not None]

@@ -43,15 +43,27 @@ def _fmt(value: float | None, pattern: str) -> str:
     return "–" if value is None else pattern.format(value)
 
 
+MEAN_ACCEPTANCE_HELP = (
+    "Tokens committed per target pass that verified drafts: the accepted draft tokens of the pass plus the one "
+    "token the target adds (its correction, or the bonus when every draft was accepted). vLLM's "
+    "1 + num_accepted_tokens / num_drafts, where num_drafts counts verify passes: at most k + 1 (4 at k=3); "
+    "1 means no draft was ever accepted.")
+COUNTERS_HELP = (
+    "specviz's tracer saw each verification step inside vLLM's scheduler. 'yes': the drafts, draft tokens and "
+    "accepted tokens (per position too) it counted equal vLLM's own spec_decode counters for this run exactly, "
+    "so the figures and coloured tokens here are what vLLM did, not a re-simulation. 'NO' would mean the "
+    "recording missed or misread steps; '–': vLLM's counters were not read (no drafting, or an attached server).")
+
+
 def metrics_row(s: Summary, container=st) -> None:
-    cols = container.columns(5)
+    cols = container.columns([0.8, 1.35, 1.15, 1.05, 1.4])  # the longer labels get room: none is cut at 1280 px
     cols[0].metric("engine steps", s.num_steps)
-    cols[1].metric("mean acceptance length", _fmt(s.mean_acceptance_length, "{:.2f}"),
-                   help="tokens committed per target pass when drafts were verified: 1 + accepted / drafts")
+    cols[1].metric("mean acceptance length", _fmt(s.mean_acceptance_length, "{:.2f}"), help=MEAN_ACCEPTANCE_HELP)
     cols[2].metric("draft acceptance rate", _fmt(s.draft_acceptance_rate, "{:.0%}"))
     cols[3].metric("output tokens/s", _fmt(s.output_tokens_per_s, "{:.1f}"),
                    help="all output tokens / wall time from the first request sent to the last one finished")
-    cols[4].metric("matches vLLM's counters", {True: "yes", False: "NO", None: "–"}[s.counters_match])
+    cols[4].metric("matches vLLM's counters", {True: "yes", False: "NO", None: "–"}[s.counters_match],
+                   help=COUNTERS_HELP)
 
 
 def run_notes(run: Run, s: Summary) -> None:
@@ -82,7 +94,8 @@ def request_view(req: Request, caption: str, *, steps: slice | None = None, char
     left.markdown(render.output_html(req), unsafe_allow_html=True)
     acc = count_acceptance(req.steps)
     if acc.num_drafts:
-        right.plotly_chart(acceptance_per_position(acc, caption), key=chart_key, width="stretch")
+        right.plotly_chart(acceptance_per_position(acc, f"this request's {acc.num_drafts} verify steps with drafts; "
+                                                        f"{caption}"), key=chart_key, width="stretch")
     if not req.steps:
         chunks_view(req, container)
         return
@@ -145,13 +158,17 @@ def _shown_prompt(req: Request) -> str:
     return text[:80] + ("…" if len(text) > 80 else "")
 
 
-def recorded_run_view(run: Run, *, on_request: Callable[[Request], None] | None = None) -> None:
-    """A whole recorded run: provenance, metrics, one request's steps (or a step-through), per-request table.
+def recorded_run_view(run: Run, *, on_request: Callable[[Request], None] | None = None,
+                      headline_markup: str = "") -> None:
+    """A whole recorded run: a headline (escaped HTML, if given), provenance, metrics, one request's steps
+    (or a step-through), per-request table.
 
     Opens on the request that shows speculation best (showcase.opening_request); `on_request` is
     called with the chosen request right under its selector (the playground puts its race button there).
     """
     caption = provenance(run)
+    if headline_markup:
+        st.markdown(headline_markup, unsafe_allow_html=True)
     st.caption(caption)
     if run.meta.invalid_reason:
         st.error(f"**Invalid run**: the recording breaks its own invariants, so its figures are not to be "

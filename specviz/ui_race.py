@@ -19,6 +19,7 @@ import streamlit as st
 
 from . import render, ui
 from .config import ConfigError
+from .headline import baseline_headline, headline, headline_html
 from .race import (
     EPS_S,
     SPEEDS,
@@ -28,9 +29,12 @@ from .race import (
     advance,
     default_speed,
     find_baseline,
+    is_baseline,
+    is_speculative,
     race_for,
     race_html,
     raceable_requests,
+    raced_against,
     replay_script,
     spec_label,
 )
@@ -196,14 +200,21 @@ def example_step_line(req: Request) -> None:
                 f'{render.step_html(step)}</div>', unsafe_allow_html=True)
 
 
-def request_header(pair: Pair | None, req: Request) -> None:
-    """Under the request selector: one step as the worked example, and the one click to the race."""
+def request_header(pair: Pair | None, req: Request, raced_by: list[str] | None = None) -> None:
+    """Under the request selector: one step as the worked example, and the one click to the race.
+
+    `raced_by` is given for a baseline run: the speculative runs that race against it.
+    """
     example_step_line(req)
-    race_button(pair, req)
+    race_button(pair, req, raced_by)
 
 
-def race_button(pair: Pair | None, req: Request) -> None:
-    """The one click from a recorded run to its race."""
+def race_button(pair: Pair | None, req: Request, raced_by: list[str] | None = None) -> None:
+    """The one click from a recorded run to its race (for a baseline run, where its races are)."""
+    if raced_by is not None:
+        st.caption("This run is a baseline (no drafting): the race starts from a speculative run of the same "
+                   "prompts" + (f", such as {', '.join(raced_by)}." if raced_by else "; none is recorded yet."))
+        return
     if pair is None:
         st.caption("No recorded baseline of these prompts at this concurrency to race against: record one with "
                    "`python -m specviz record --spec none` and the same prompts.")
@@ -218,9 +229,21 @@ def race_button(pair: Pair | None, req: Request) -> None:
                  f"({pair.baseline_name}), side by side at the pace they were recorded.")
 
 
+def _headline_markup(run: Run, pair: Pair | None, raced_by: list[str]) -> str:
+    if pair is not None:
+        h = headline(run, pair.baseline)
+    elif is_baseline(run):
+        h = baseline_headline(run, raced_by)
+    else:
+        h = None
+    return headline_html(h) if h is not None else ""
+
+
 def recorded_run_with_race(run: Run, name: str | None) -> None:
-    """The recorded-run view with its race button, or the race itself once asked for."""
-    pair = find_baseline(run, [e for e in sample_entries() if e[0] != name])
+    """The recorded-run view with its headline and race button, or the race itself once asked for."""
+    others = [e for e in sample_entries() if e[0] != name]
+    pair = find_baseline(run, others) if is_speculative(run) else None
+    raced_by = raced_against(run, others) if is_baseline(run) else []
     if st.session_state.get(VIEW) == "race" and pair is not None:
         req = next((r for r in raceable_requests(pair) if r.request_id == st.session_state.get(RACE_REQUEST)), None)
         if req is not None:
@@ -231,7 +254,8 @@ def recorded_run_with_race(run: Run, name: str | None) -> None:
             race_view(race, "rec_race")
             return
     st.session_state[VIEW] = "steps"
-    ui.recorded_run_view(run, on_request=lambda r: request_header(pair, r))
+    ui.recorded_run_view(run, on_request=lambda r: request_header(pair, r, raced_by if is_baseline(run) else None),
+                         headline_markup=_headline_markup(run, pair, raced_by))
 
 
 # ---- the live race (Playground > Local engine) ---------------------------------------------------
