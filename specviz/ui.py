@@ -199,17 +199,48 @@ def recorded_run_view(run: Run, *, on_request: Callable[[Request], None] | None 
         per_request_table(run, key="per_request")
 
 
+# Left and right arrow keys press the presenter's buttons (Streamlit has no key events). Not while the
+# focus is in a field, on a radio or on the slider, which take arrow keys themselves (a toggle does not). Installed once per browser tab.
+ARROW_KEYS_JS = """<script>
+if (!window.__svArrowKeys) {
+  window.__svArrowKeys = true;
+  const TYPING = "input:not([type=checkbox]), textarea, select, [contenteditable], [role=slider], [role=combobox]";
+  document.addEventListener("keydown", (e) => {
+    if (e.altKey || e.ctrlKey || e.metaKey || e.shiftKey) return;
+    const key = {ArrowLeft: "step_prev", ArrowRight: "step_next"}[e.key];
+    const el = document.activeElement;
+    if (!key || (el && el.matches(TYPING))) return;
+    const button = document.querySelector(".st-key-" + key + " button");
+    if (button && !button.disabled) { e.preventDefault(); button.click(); }
+  }, true);  // capture: widgets stop some key events from bubbling
+}
+</script>"""
+
+
+def presenting() -> bool:
+    """Whether the presenter's step-through is on (it replaces the example step above it)."""
+    return bool(st.session_state.get("step_through"))
+
+
 def step_through(req: Request) -> None:
-    """One step at a time, with previous/next buttons and a slider, for a presenter."""
+    """One step at a time, with previous/next buttons (and the arrow keys) and a slider, for a presenter.
+
+    Opens, for each request, on its example step (showcase.example_step: drafts accepted and one rejected).
+    """
     n = len(req.steps)
-    at = st.session_state.setdefault("step_at", 1)
-    prev, slider, nxt = st.columns([1, 8, 1])
-    if prev.button("◀ previous", key="step_prev", disabled=at <= 1):
+    if st.session_state.get("step_request") != req.request_id:
+        st.session_state.step_request = req.request_id
+        example = showcase.example_step(req)
+        st.session_state.step_at = 1 if example is None else example + 1
+    at = st.session_state.step_at
+    prev, slider, nxt = st.columns([1.3, 6, 1.3], vertical_alignment="bottom")
+    if prev.button("◀ previous", key="step_prev", disabled=at <= 1, width="stretch"):
         st.session_state.step_at = at - 1
-    if nxt.button("next ▶", key="step_next", disabled=at >= n):
+    if nxt.button("next ▶", key="step_next", disabled=at >= n, width="stretch"):
         st.session_state.step_at = at + 1
     st.session_state.step_at = min(max(st.session_state.step_at, 1), n)
-    at = slider.slider("step", 1, n, key="step_at")
+    at = slider.slider("step (or the ← → keys)", 1, n, key="step_at")
+    st.html(ARROW_KEYS_JS, unsafe_allow_javascript=True)
     step = req.steps[at - 1]
     st.markdown(render.CSS, unsafe_allow_html=True)
     st.markdown(f"##### Step {at} of {n}: {render.step_summary(step)}")

@@ -189,9 +189,12 @@ def _close_race() -> None:
 
 
 def example_step_line(req: Request) -> None:
-    """One step of the request in large chips, as the worked example: what a verification step is."""
+    """One step of the request in large chips, as the worked example: what a verification step is.
+
+    Not while presenting: the step-through below shows one step itself (one step number on screen).
+    """
     i = example_step(req)
-    if i is None:
+    if i is None or ui.presenting():
         return
     step = req.steps[i]
     st.markdown(render.CSS + f'<div class="sv-example" style="font-size:1.35em;margin:4px 0 8px">'

@@ -6,7 +6,7 @@ import pytest
 from conftest import html_of
 from streamlit.testing.v1 import AppTest
 
-from specviz.render import output_roles, step_roles
+from specviz.render import output_roles, step_roles, step_summary
 from specviz.runfile import SAMPLE_RUNS_DIR, list_run_files, load_run
 from specviz.showcase import example_step, opening_request
 
@@ -71,16 +71,23 @@ def test_playground_local_engine_controls_without_an_engine(app):
 def test_step_through_walks_one_step_at_a_time(app):
     ngram = next(p for p in list_run_files() if "ngram" in p.name)
     app.selectbox(key="run_file").set_value(str(ngram.relative_to(SAMPLE_RUNS_DIR))).run()  # "showcase/..."
+    assert 'class="sv-example"' in html_of(app)  # the example step, until presenting
     app.toggle(key="step_through").set_value(True).run()
     assert not app.exception, app.exception
-    assert app.slider(key="step_at").value == 1
-    app.button(key="step_next").click().run()
-    app.button(key="step_next").click().run()
-    assert app.slider(key="step_at").value == 3
-    app.button(key="step_prev").click().run()
-    assert app.slider(key="step_at").value == 2
     run = load_run(ngram)
-    assert any(f"of {len(run.requests[opening_request(run)].steps)}" in m.value for m in app.markdown)
+    req = run.requests[opening_request(run)]
+    first = example_step(req) + 1  # opens on a step that shows speculation, not on the prefill
+    assert app.slider(key="step_at").value == first and req.steps[first - 1].num_accepted > 0
+    assert 'class="sv-example"' not in html_of(app)  # one step number on screen: the presenter's
+    assert [m.value for m in app.markdown if m.value.startswith("##### Step ")] == [
+        f"##### Step {first} of {len(req.steps)}: {step_summary(req.steps[first - 1])}"]
+    app.button(key="step_next").click().run()
+    app.button(key="step_next").click().run()
+    assert app.slider(key="step_at").value == first + 2
+    app.button(key="step_prev").click().run()
+    assert app.slider(key="step_at").value == first + 1
+    [keys] = [h.proto.body for h in app.get("html")]  # the arrow keys press these buttons in a browser
+    assert '"step_prev"' in keys and '"step_next"' in keys and "keydown" in keys
 
 
 # ---- throughput page -------------------------------------------------------------------------------

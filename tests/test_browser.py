@@ -330,6 +330,39 @@ def test_dragging_across_the_timeline_chooses_the_step_rows(page):
     _screenshot(page, ARTIFACTS / "playground_timeline_brushed.png")
 
 
+def _cut(page, selector: str) -> list[str]:
+    """Texts of the elements matching `selector` whose content is wider than their box (cut or ellipsed)."""
+    return page.evaluate("""(sel) => Array.from(document.querySelectorAll(sel))
+        .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent)""", selector)
+
+
+def test_presenter_mode_opens_on_speculation_and_steps_with_the_arrow_keys(page):
+    entries = _sample_entries()
+    run = dict(entries)[opening_run(entries)]
+    req = run.requests[opening_request(run)]
+    first = example_step(req) + 1
+    _wait_idle(page)
+    page.get_by_text("Step through (presenter mode)").click()
+    heading = page.get_by_role("heading", name=re.compile(r"^Step \d+ of \d+"))
+    sync_api.expect(heading).to_have_count(1)
+    sync_api.expect(heading).to_contain_text(f"Step {first} of {len(req.steps)}")
+    sync_api.expect(page.locator(".sv-example")).to_have_count(0)  # one step on screen
+    assert _cut(page, ".st-key-step_prev button, .st-key-step_next button") == []
+    _wait_idle(page)
+    page.wait_for_function("() => window.__svArrowKeys === true")  # the page's key listener is in
+    page.keyboard.press("ArrowRight")
+    sync_api.expect(heading).to_contain_text(f"Step {first + 1} of")
+    _wait_idle(page)
+    page.keyboard.press("ArrowLeft")
+    sync_api.expect(heading).to_contain_text(f"Step {first} of")
+    _wait_idle(page)
+    page.keyboard.press("ArrowLeft")
+    sync_api.expect(heading).to_contain_text(f"Step {first - 1} of")
+    _wait_idle(page)
+    page.evaluate("() => document.activeElement?.blur()")
+    page.screenshot(path=str(ARTIFACTS / "presenter_mode.png"))
+
+
 @pytest.mark.parametrize("path", ["", "methods", "throughput", "tuning"])
 def test_screenshot_of_every_page(browser, app_url, path):
     context = browser.new_context(viewport={"width": 1440, "height": 1000})
