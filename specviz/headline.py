@@ -21,19 +21,9 @@ from dataclasses import dataclass
 from html import escape
 
 from .metrics import summarize
+from .prompts import workload_name
 from .race import matching_request, spec_label
 from .runfile import Run
-
-# Prompt sets by what they ask of the model: a stakeholder reads the workload, not the set's name.
-WORKLOADS = {
-    "showcase-edit": "code editing", "code": "code editing", "showcase-chat": "chat", "chat": "chat",
-    "heldout-chat": "chat", "summarize": "summarising an article", "repetitive": "repetitive text",
-}
-
-
-def workload_name(prompt_set: str) -> str:
-    """'showcase-edit' -> 'code editing'; a set this table does not know keeps its name in quotes."""
-    return WORKLOADS.get(prompt_set, f"prompt set '{prompt_set}'")
 
 
 def same_text(spec: Run, base: Run) -> bool:

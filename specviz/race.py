@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Generic, TypeVar
 
+from .prompts import workload_name
 from .render import CSS, Role, output_roles, pieces_html
 from .runfile import Request, Run
 
@@ -152,6 +153,7 @@ class RaceState:
 class Race:
     baseline: Lane
     speculative: Lane
+    prompt_set: str = ""  # what the prompt asks (prompts.workload_name): a speedup is shown with its workload
 
     @property
     def duration_s(self) -> float:
@@ -305,7 +307,8 @@ def race_for(pair: Pair, req: Request, spec_label: str) -> Race:
     base = matching_request(pair.baseline, req)
     if base is None:
         raise ValueError(f"the baseline has no request with the prompt of {req.request_id}")
-    return Race(Lane.from_request(base, "baseline (no drafting)"), Lane.from_request(req, spec_label))
+    return Race(Lane.from_request(base, "baseline (no drafting)"), Lane.from_request(req, spec_label),
+                prompt_set=pair.speculative.meta.prompt_set)
 
 
 def spec_label(run: Run) -> str:
@@ -361,7 +364,7 @@ def _fmt_s(seconds: float) -> str:
 
 def lane_html(lane: Lane, state: LaneState, *, speculative: bool) -> str:
     """One lane: its name, a finished flag, four counters, a progress track and the output so far."""
-    flag = (f'<span class="sv-flag sv-flag-done">🏁 finished in {_fmt_s(lane.finish_s)}</span>' if state.finished
+    flag = (f'<span class="sv-flag sv-flag-done">✓ finished in {_fmt_s(lane.finish_s)}</span>' if state.finished
             else f'<span class="sv-flag">{"running" if state.started else "waiting for the first token"}</span>')
     per_pass = state.tokens_per_pass
     stats = [(_fmt_s(state.elapsed_s), "elapsed"), (str(state.passes), "target passes"),
@@ -378,6 +381,7 @@ def lane_html(lane: Lane, state: LaneState, *, speculative: bool) -> str:
 def result_html(race: Race) -> str:
     """The finish line: the measured speedup, what it rests on, and an honest word when drafting lost."""
     b, s, x = race.baseline, race.speculative, race.speedup
+    on = f" on {workload_name(race.prompt_set)}" if race.prompt_set else ""  # the workload, by name
     if x is None:
         return '<div class="sv-result sv-result-slower">No speedup to show: a lane produced nothing.</div>'
     detail = (f"{s.num_tokens} tokens in {_fmt_s(s.finish_s)} ({s.num_passes} target passes) against "
@@ -388,10 +392,10 @@ def result_html(race: Race) -> str:
                    "between two tokens can fall the other way in another batch shape), so the speedup compares "
                    "tokens per second")
     if x >= 1:
-        head = f"⚡ {escape(s.label)} finished {x:.2f}x faster"
+        head = f"{escape(s.label)} finished {x:.2f}x faster{escape(on)}"
         cls = "sv-result"
     else:
-        head = f"The baseline won: {escape(s.label)} was {1 / x:.2f}x slower here"
+        head = f"The baseline won: {escape(s.label)} was {1 / x:.2f}x slower{escape(on)}"
         cls = "sv-result sv-result-slower"
     return f'<div class="{cls}">{head}<small>{escape(detail)}</small></div>'
 
@@ -447,7 +451,7 @@ REPLAY_JS = r"""
       lane.querySelector(".sv-track div").style.width = (L.n ? 100 * tokens / L.n : 0).toFixed(1) + "%";
       const flag = lane.querySelector(".sv-flag");
       flag.className = finished ? "sv-flag sv-flag-done" : "sv-flag";
-      flag.textContent = finished ? "\u{1F3C1} finished in " + fmt(L.fin)
+      flag.textContent = finished ? "\u2713 finished in " + fmt(L.fin)
         : n ? "running" : "waiting for the first token";
       const key = finished ? -2 - shown : shown;
       if (key !== last[li]) {

@@ -168,7 +168,7 @@ def _prompt_text(req: Request) -> str:
 
 
 def race_header(race: Race, note: str) -> None:
-    st.subheader(f"🏁 The race: {race.speculative.label} against no drafting")
+    st.subheader(f":material/sports_score: The race: {race.speculative.label} against no drafting")
     st.caption(f"Same prompt, same target, one request each: “{_prompt_text(race.speculative.request)}”. "
                f"Tokens appear when the engine's step produced them, chips coloured as in the step rows. {note}")
 
@@ -226,7 +226,7 @@ def race_button(pair: Pair | None, req: Request, raced_by: list[str] | None = No
         st.caption(f"The baseline {pair.baseline_name} has no request with this prompt to race against.")
         return
     col, note = st.columns([1, 3], vertical_alignment="center")
-    col.button("🏁 Race it against the baseline", key="pg_race_open", type="primary", on_click=_open_race,
+    col.button("Race it against the baseline", key="pg_race_open", type="primary", icon=":material/sports_score:", on_click=_open_race,
                args=(req.request_id,), width="stretch")
     note.caption(f"Replays this request beside the baseline's request with the same prompt "
                  f"({pair.baseline_name}), side by side at the pace they were recorded.")
@@ -319,7 +319,7 @@ def run_live_race(engine: SharedEngine, model: str, spec, prompt: str, *, max_to
 
 
 def live_race_button(container, disabled_why: str | None, on_click: Callable[[], None]) -> bool:
-    return container.button("🏁 Race", key="pg_race", disabled=disabled_why is not None, on_click=on_click,
+    return container.button("Race", key="pg_race", icon=":material/sports_score:", disabled=disabled_why is not None, on_click=on_click,
                             help=disabled_why or "Generate this prompt without drafting and with the chosen method, "
                                                  "one engine after the other, then replay both side by side")
 
@@ -332,7 +332,7 @@ def live_race_view() -> bool:
     base, spec = pair
     try:
         race = Race(Lane.from_request(base.requests[0], "baseline (no drafting)"),
-                    Lane.from_request(spec.requests[0], spec_label(spec)))
+                    Lane.from_request(spec.requests[0], spec_label(spec)), prompt_set=spec.meta.prompt_set)
     except ValueError as e:
         st.warning(f"This race cannot be replayed: {e}")
         return False

@@ -40,7 +40,7 @@ def test_playground_opens_on_the_best_speculative_run(app, entries):
     html = html_of(app)
     for role in ("accepted", "rejected", "correction"):  # beyond the legend's sample chip
         assert html.count(f'class="sv-chip sv-{role}"') > 1, role
-    assert app.button(key="pg_race_open").label.startswith("🏁 Race")
+    assert app.button(key="pg_race_open").label == "Race it against the baseline"
 
 
 def test_timeline_brush_chooses_the_step_rows(app, entries):

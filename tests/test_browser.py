@@ -247,7 +247,7 @@ def test_newcomer_sees_speculation_on_the_first_screen_and_races_it(page):
     sync_api.expect(page.locator(".sv-output span.sv-accepted").first).to_be_in_viewport()
     mal = page.get_by_test_id("stMetricValue").nth(1)
     sync_api.expect(mal).not_to_have_text("–")
-    button = page.get_by_role("button", name="🏁 Race it against the baseline")
+    button = page.get_by_role("button", name="Race it against the baseline")
     sync_api.expect(button).to_be_in_viewport()
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.evaluate("() => document.activeElement?.blur()")
