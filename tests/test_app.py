@@ -391,8 +391,31 @@ def test_methods_page_shows_the_trials_that_ran_and_the_errors_of_those_that_did
     at = AppTest.from_file("../app.py", default_timeout=240)
     at.switch_page("app_pages/methods.py").run()
     assert not at.exception, at.exception
-    trials = [d.value for d in at.dataframe if "ran" in d.value.columns]
-    assert len(trials) == 1 and trials[0]["ran"].tolist() == [True, False]
-    assert [e.label for e in at.expander if e.label.startswith("dspark")] == [
-        "dspark: ValueError: Model Runner V1 does not support: dspark speculative decoding"]
-    assert any("ValueError: Model Runner V1" in c.value and "more" in c.value for c in at.code)
+    [trials] = [d.value for d in at.dataframe if "outcome" in d.value.columns]
+    assert trials["method"].tolist() == ["ngram", "dspark"]  # one row per method
+    assert trials["outcome"].tolist() == ["ran", "failed"]
+    assert trials["why it failed"].tolist()[1] == "ValueError: Model Runner V1 does not support: dspark speculative decoding"
+    assert trials["platform"].tolist() == ["cpu (test cpu), vLLM 0.32.0"] * 2
+    assert any("on CPU (test cpu)" in c.value and "Llama-architecture targets (tiny" in c.value for c in at.caption)
+    [errors] = [e for e in at.expander if e.label.startswith("The full error messages")]  # not one per failure
+    assert errors.label == "The full error messages (1 distinct)"
+    assert [c.value for c in at.code if "ValueError: Model Runner V1" in c.value] == [
+        "ValueError: Model Runner V1 does not support: dspark speculative decoding\nmore"]
+
+
+def test_methods_config_builder_keeps_what_the_user_typed_and_refuses_a_conflict():
+    at = AppTest.from_file("../app.py", default_timeout=240)
+    at.switch_page("app_pages/methods.py").run()
+    at.text_input(key="methods_target").set_value("my-org/MyTarget-70B").run()
+    at.slider(key="methods_k").set_value(5).run()
+    at.selectbox(key="methods_method").set_value("eagle3").run()
+    assert not at.exception, at.exception
+    assert at.text_input(key="methods_target").value == "my-org/MyTarget-70B"  # typed: kept
+    assert at.slider(key="methods_k").value == 5  # kept
+    assert any("vllm serve my-org/MyTarget-70B" in c.value and '"num_speculative_tokens": 5' in c.value
+               for c in at.code)
+    at.text_input(key="methods_extra").set_value('{"num_speculative_tokens": 7}').run()
+    assert any("num_speculative_tokens is 7 there but 5 above" in e.value for e in at.error)
+    assert not any("--speculative-config" in c.value for c in at.code)  # refused, not silently 7
+    at.text_input(key="methods_extra").set_value('{"num_speculative_tokens": 5, "draft_tensor_parallel_size": 1}').run()
+    assert not at.error and any('"draft_tensor_parallel_size": 1' in c.value for c in at.code)
