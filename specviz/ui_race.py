@@ -225,7 +225,7 @@ def race_button(pair: Pair | None, req: Request, raced_by: list[str] | None = No
     if req.request_id not in {r.request_id for r in raceable_requests(pair)}:
         st.caption(f"The baseline {pair.baseline_name} has no request with this prompt to race against.")
         return
-    col, note = st.columns([1, 3], vertical_alignment="center")
+    col, note = st.columns([1.5, 2.5], vertical_alignment="center")  # the label whole at 1280 px
     col.button("Race it against the baseline", key="pg_race_open", type="primary", icon=":material/sports_score:", on_click=_open_race,
                args=(req.request_id,), width="stretch")
     note.caption(f"Replays this request beside the baseline's request with the same prompt "

@@ -29,7 +29,7 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright pac
 
 from conftest import make_run  # noqa: E402
 
-from specviz import race  # noqa: E402
+from specviz import headline, race  # noqa: E402
 from specviz.render import output_roles, step_roles  # noqa: E402
 from specviz.runfile import SAMPLE_RUNS_DIR, Request, Step, list_run_files, load_run, save_run  # noqa: E402
 from specviz.showcase import example_step, opening_request, opening_run  # noqa: E402
@@ -168,7 +168,7 @@ def _screenshot(page, path: Path) -> None:
     height = page.evaluate("() => Math.max(document.querySelector('[data-testid=\"stMain\"]')?.scrollHeight || 0,"
                            " document.documentElement.scrollHeight)")
     page.evaluate("() => document.activeElement?.blur()")  # no focus ring left on the selectbox we used
-    page.set_viewport_size({"width": 1440, "height": min(int(height) + 40, 16_000)})
+    page.set_viewport_size({"width": page.viewport_size["width"], "height": min(int(height) + 40, 16_000)})
     page.wait_for_timeout(500)  # let plotly and the layout settle at the new size
     path.parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(path), full_page=True)
@@ -361,6 +361,40 @@ def test_presenter_mode_opens_on_speculation_and_steps_with_the_arrow_keys(page)
     _wait_idle(page)
     page.evaluate("() => document.activeElement?.blur()")
     page.screenshot(path=str(ARTIFACTS / "presenter_mode.png"))
+
+
+@pytest.mark.parametrize("width", [1280, 1440])
+def test_the_first_screen_reads_as_code_under_a_headline_with_nothing_cut(browser, app_url, width):
+    entries = _sample_entries()
+    name = opening_run(entries)
+    run = dict(entries)[name]
+    pair = race.find_baseline(run, [e for e in entries if e[0] != name])
+    context = browser.new_context(viewport={"width": width, "height": 1000})
+    p = context.new_page()
+    p.set_default_timeout(TIMEOUT_MS)
+    try:
+        p.goto(app_url)
+        sync_api.expect(p.locator(".sv-output").first).to_be_visible()
+        _wait_idle(p)
+        # the measured result against the paired baseline, on the first screen, the workload named
+        head = p.locator(".sv-headline-text")
+        sync_api.expect(head).to_be_in_viewport()
+        sync_api.expect(head).to_have_text(headline.headline(run, pair.baseline).text)
+        # the output reads as code: lines break where the text breaks, indentation kept
+        lines = p.locator(".sv-output").first.inner_text().split("\n")
+        indented = [ln for ln in lines if ln.startswith("    ") and ln.strip()]
+        assert len(lines) > 10 and len(indented) > 5, lines[:20]
+        assert any(ln.strip().startswith("def ") and ln.rstrip().endswith(":") for ln in lines), lines[:20]
+        # no label cut to an ellipsis, no icon drawn as an emoji
+        assert _cut(p, "[data-testid=stMetricLabel] *, [data-testid=stButton] button *") == []
+        icons = p.locator("[data-testid=stSidebarNav] [data-testid=stIconMaterial]")
+        sync_api.expect(icons).to_have_count(4)
+        p.evaluate("() => document.activeElement?.blur()")
+        p.wait_for_timeout(1000)  # let plotly settle
+        p.screenshot(path=str(ARTIFACTS / f"first_screen_{width}.png"))
+        _screenshot(p, ARTIFACTS / f"first_screen_{width}_full.png")
+    finally:
+        context.close()
 
 
 @pytest.mark.parametrize("path", ["", "methods", "throughput", "tuning"])
