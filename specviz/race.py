@@ -378,12 +378,15 @@ def lane_html(lane: Lane, state: LaneState, *, speculative: bool) -> str:
             f'<div class="sv-scroll">{pieces_html(lane.pieces, state.newest, len(state.pieces))}</div></div>')
 
 
-def result_html(race: Race) -> str:
-    """The finish line: the measured speedup, what it rests on, and an honest word when drafting lost."""
+def result_html(race: Race, hidden: bool = False) -> str:
+    """The finish line: the measured speedup, what it rests on, and an honest word when drafting lost.
+
+    `hidden` draws it with the class sv-later, for the browser's replay to show at the finish."""
+    later = " sv-later" if hidden else ""
     b, s, x = race.baseline, race.speculative, race.speedup
     on = f" on {workload_name(race.prompt_set)}" if race.prompt_set else ""  # the workload, by name
     if x is None:
-        return '<div class="sv-result sv-result-slower">No speedup to show: a lane produced nothing.</div>'
+        return f'<div class="sv-result sv-result-slower{later}">No speedup to show: a lane produced nothing.</div>'
     detail = (f"{s.num_tokens} tokens in {_fmt_s(s.finish_s)} ({s.num_passes} target passes) against "
               f"{b.num_tokens} in {_fmt_s(b.finish_s)} ({b.num_passes} passes), each from sending the request "
               "to its last token, as recorded")
@@ -397,13 +400,14 @@ def result_html(race: Race) -> str:
     else:
         head = f"The baseline won: {escape(s.label)} was {1 / x:.2f}x slower{escape(on)}"
         cls = "sv-result sv-result-slower"
-    return f'<div class="{cls}">{head}<small>{escape(detail)}</small></div>'
+    return f'<div class="{cls}{later}">{head}<small>{escape(detail)}</small></div>'
 
 
 def race_html(race: Race, state: RaceState, speed: float, replay_id: str = "") -> str:
     """The whole track at one moment: the race clock, the two lanes side by side, the result at the end.
 
-    Every lane holds its whole output, the part not yet produced hidden (class sv-later), so that
+    Every lane holds its whole output, the part not yet produced hidden (class sv-later), and the result
+    is drawn hidden until the finish, so that
     `replay_script(..., replay_id)` can play the race on in the browser without the server.
     """
     clock = (f'<div class="sv-clock">race clock <span class="sv-clock-t">{_fmt_s(state.t)}</span> of '
@@ -411,7 +415,7 @@ def race_html(race: Race, state: RaceState, speed: float, replay_id: str = "") -
     lanes = (f'<div class="sv-race">{lane_html(race.baseline, state.baseline, speculative=False)}'
              f'{lane_html(race.speculative, state.speculative, speculative=True)}</div>')
     root = f"sv-replay sv-replay-{escape(replay_id)}" if replay_id else "sv-replay"
-    return (RACE_CSS + CSS + f'<div class="{root}">' + clock + (result_html(race) if state.finished else "")
+    return (RACE_CSS + CSS + f'<div class="{root}">' + clock + result_html(race, hidden=not state.finished)
             + lanes + "</div>")
 
 
@@ -431,7 +435,7 @@ def replay_data(race: Race, t: float, speed: float) -> dict:
 # when its track is gone from the page (paused, restarted, finished: the server draws anew).
 REPLAY_JS = r"""
 (() => {
-  const D = __DATA__, id = __ID__;
+  const D = __DATA__, id = __ID__, done = __DONE__;
   const start = performance.now();
   const fmt = s => (s < 10 ? s.toFixed(2) : s.toFixed(1)) + " s";
   const upto = (a, x) => { let lo = 0, hi = a.length;
@@ -441,6 +445,7 @@ REPLAY_JS = r"""
     const root = document.querySelector(".sv-replay-" + id);
     if (!root) { if (performance.now() - start < 5000) setTimeout(frame, 40); return; }
     const t = Math.min(D.t0 + (performance.now() - start) / 1000 * D.speed, D.duration);
+    root.classList.add("sv-live");  // the browser is playing it now
     root.querySelector(".sv-clock-t").textContent = fmt(t);
     root.querySelectorAll(".sv-lane").forEach((lane, li) => {
       const L = D.lanes[li], n = upto(L.ev, t + D.eps), finished = t + D.eps >= L.fin;
@@ -463,20 +468,27 @@ REPLAY_JS = r"""
       }
     });
     if (t < D.duration) setTimeout(frame, 40);
+    else {
+      root.querySelector(".sv-result")?.classList.remove("sv-later");  // the finish line, drawn hidden
+      if (done) document.querySelector(".st-key-" + done + " button")?.click();  // the page follows
+    }
   }
   frame();
 })();
 """
 
 
-def replay_script(race: Race, t: float, speed: float, replay_id: str) -> str:
-    """A <script> that plays the track drawn by race_html(..., replay_id) on from replay time t at `speed`.
+def replay_script(race: Race, t: float, speed: float, replay_id: str, done_key: str = "") -> str:
+    """A <script> that plays the track drawn by race_html(..., replay_id) on from replay time t at `speed`,
+    and at the finish presses the button with Streamlit key `done_key` (if given).
 
-    `replay_id` must be letters and digits (it names a CSS class); the data are numbers only.
+    `replay_id` and `done_key` must be letters, digits and _ (they name CSS classes); the data are numbers only.
     """
-    if not replay_id.isalnum():
-        raise ValueError(f"replay_id must be letters and digits, not {replay_id!r}")
-    code = REPLAY_JS.replace("__DATA__", json.dumps(replay_data(race, t, speed))).replace("__ID__", f'"{replay_id}"')
+    for name in (replay_id, done_key):
+        if name and not name.replace("_", "").isalnum():
+            raise ValueError(f"replay_id and done_key must be letters, digits and _, not {name!r}")
+    code = (REPLAY_JS.replace("__DATA__", json.dumps(replay_data(race, t, speed)))
+            .replace("__ID__", f'"{replay_id}"').replace("__DONE__", json.dumps(done_key)))
     return f"<script>{code}</script>"
 
 

@@ -44,7 +44,9 @@ from .serving.server import EngineError
 from .serving.shared import EngineBusy, EngineConfig, SharedEngine
 from .showcase import example_step, opening_run
 
-END_SLACK_S = 0.3  # the server draws the finish line this long after the browser's replay reaches it
+# The browser's replay presses the hidden "finished" button when it reaches the finish line; this timer
+# (the replay's remaining wall time plus this) redraws the page in case it did not, e.g. without JavaScript.
+END_SLACK_S = 3.0
 
 
 # ---- the sample runs, loaded once per file version ------------------------------------------------
@@ -103,6 +105,11 @@ def _step(race: Race, key: str, direction: int) -> None:
     s[k["t"]] = race.next_event(s[k["t"]]) if direction > 0 else race.previous_event(s[k["t"]])
 
 
+def _finish(race: Race, key: str) -> None:
+    k, s = _keys(key), st.session_state
+    s[k["t"]], s[k["playing"]], s[k["wall"]] = race.duration_s, False, time.monotonic()
+
+
 def _restart(race: Race, key: str) -> None:
     k, s = _keys(key), st.session_state
     s[k["t"]], s[k["playing"]], s[k["wall"]] = 0.0, True, time.monotonic()
@@ -135,10 +142,14 @@ def race_view(race: Race, key: str) -> None:
     c[3].button("⟲ Restart", key=f"{key}_restart", on_click=_restart, args=(race, key), width="stretch")
     c[4].select_slider("Replay speed (1x = as recorded)", options=list(SPEEDS), key=k["speed"],
                        format_func=lambda v: f"{v:g}x", on_change=_fold, args=(race, key))
+    # Hidden: the browser's replay presses it at the finish, so the page (its buttons) follows the race
+    # as the audience saw it end, not the server's clock.
+    st.button("finished", key=f"{key}_done", on_click=_finish, args=(race, key))
+    st.html(f"<style>.st-key-{key}_done{{display:none}}</style>")
 
     # While it plays, the browser moves the clock and the lanes (race.replay_script): a server tick per
     # frame stuttered (clock jumps of 0.6-2.7 s on a busy 2-core machine). The server draws the track once
-    # and once more at the finish line, when its timer (the replay's remaining wall time) fires.
+    # and once more after the finish line, when its timer (the replay's remaining wall time) fires.
     remaining_wall_s = (race.duration_s - t) / s[k["speed"]] + END_SLACK_S
     s[k["draws"]] = 0
 
@@ -157,7 +168,8 @@ def race_view(race: Race, key: str) -> None:
         replay_id = uuid.uuid4().hex if s[k["playing"]] else ""
         st.markdown(race_html(race, race.at(s[k["t"]]), s[k["speed"]], replay_id), unsafe_allow_html=True)
         if replay_id:
-            st.html(replay_script(race, s[k["t"]], s[k["speed"]], replay_id), unsafe_allow_javascript=True)
+            st.html(replay_script(race, s[k["t"]], s[k["speed"]], replay_id, done_key=f"{key}_done"),
+                    unsafe_allow_javascript=True)
 
     track()
 

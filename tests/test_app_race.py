@@ -87,9 +87,14 @@ def test_the_race_is_one_click_away_and_ends_on_the_speedup(app, entries):
     assert race.spec_label(run) in html
     assert app.button(key="rec_race_play").label == "⏸ Pause"  # the click started it
     # while it plays, the browser moves it on: a script with the lanes' times, for the track drawn
-    [script] = [h.proto.body for h in app.get("html")]
-    replay_id = re.search(r'const D = .*, id = "(\w+)";', script).group(1)
+    [script] = [h.proto.body for h in app.get("html") if "<script>" in h.proto.body]
+    replay_id = re.search(r'const D = .*, id = "(\w+)", done = ', script).group(1)
     assert f'class="sv-replay sv-replay-{replay_id}"' in html_of(app)
+    assert '"rec_race_done"' in script  # pressed by the replay at the finish line:
+    app.button(key="rec_race_done").click().run()
+    assert app.button(key="rec_race_play").label == "↻ Race again"
+    app.button(key="rec_race_play").click().run()  # and again from the start
+    assert app.button(key="rec_race_play").label == "⏸ Pause"
 
     # single-step: pauses, and the race clock moves to the next recorded event
     pair = race.find_baseline(run, [e for e in entries if e[0] != name])
@@ -98,7 +103,7 @@ def test_the_race_is_one_click_away_and_ends_on_the_speedup(app, entries):
     t = app.session_state["rec_race_t"]
     assert t == pytest.approx(the_race.next_event(0.0), abs=0.2)  # (plus the little it played before)
     assert app.button(key="rec_race_play").label == "▶ Resume"
-    assert not app.get("html")  # paused: no replay in the browser
+    assert not [h for h in app.get("html") if "<script>" in h.proto.body]  # paused: no replay in the browser
     clock = re.search(r"race clock <span class=\"sv-clock-t\">([\d.]+) s</span> of ([\d.]+) s", html_of(app))
     assert float(clock.group(2)) == pytest.approx(the_race.duration_s, abs=0.051)  # 2 decimals, 1 from 10 s
 

@@ -256,6 +256,7 @@ def test_newcomer_sees_speculation_on_the_first_screen_and_races_it(page):
     # one click: the race starts, both lanes fill, and the finish line shows the measured speedup
     page.evaluate(CLOCK_RECORDER_JS)
     button.click()
+    page.evaluate("() => { window.__clicked = performance.now(); }")
     sync_api.expect(page.locator(".sv-lane")).to_have_count(2)
     pair = race.find_baseline(run, [e for e in entries if e[0] != name])
     the_race = race.race_for(pair, req, race.spec_label(run))
@@ -273,11 +274,13 @@ def test_newcomer_sees_speculation_on_the_first_screen_and_races_it(page):
     _screenshot(page, ARTIFACTS / "playground_race_finished.png")
 
 
-# Records (ms since page load, text) each time the race clock's text changes, as the browser shows it.
+# Records (ms since page load, text) each time the race clock's text changes while the browser plays the race
+# (race.replay_script marks the track sv-live), as the browser shows it; and when the race was asked for.
 CLOCK_RECORDER_JS = """() => {
   window.__clock = [];
+  window.__clicked = performance.now();
   new MutationObserver(() => {
-    const el = document.querySelector('.sv-clock');
+    const el = document.querySelector('.sv-live .sv-clock');
     if (!el) return;
     const last = window.__clock[window.__clock.length - 1];
     if (!last || last[1] !== el.textContent) window.__clock.push([performance.now(), el.textContent]);
@@ -287,7 +290,8 @@ MAX_CLOCK_GAP_S = 0.5  # the demo's key moment: the clock must not jump or freez
 
 
 def _assert_the_clock_ran_smoothly(page, the_race) -> None:
-    """The race clock's updates, from the start to the finish: gaps under MAX_CLOCK_GAP_S, pace as chosen."""
+    """The race clock's updates while the browser plays the race, to the finish: gaps under MAX_CLOCK_GAP_S,
+    pace as chosen. (Before it plays, the page is still being drawn after the click: reported, not bounded.)"""
     samples = [(ms / 1000, float(re.search(r"race clock ([\d.]+) s", text).group(1)))
                for ms, text in page.evaluate("() => window.__clock")]
     speed = float(re.search(r"replayed at ([\d.]+)x", page.locator(".sv-clock").inner_text()).group(1))
@@ -297,11 +301,14 @@ def _assert_the_clock_ran_smoothly(page, the_race) -> None:
     gaps = sorted(b - a for a, b in zip(walls, walls[1:]))
     worst = max(range(len(walls) - 1), key=lambda i: walls[i + 1] - walls[i])
     pace = (samples[-1][1] - running[0][1]) / (end - running[0][0]) / speed
-    print(f"\nrace clock: {len(walls)} updates over {end - walls[0]:.2f} s of wall clock at {speed:g}x; "
+    started_s = walls[0] - page.evaluate("() => window.__clicked") / 1000
+    print(f"\nrace clock: playing {started_s:.2f} s after the click; {len(walls)} updates over "
+          f"{end - walls[0]:.2f} s of wall clock at {speed:g}x; "
           f"gaps median {gaps[len(gaps) // 2]:.3f} s, 90th percentile {gaps[int(len(gaps) * 0.9)]:.3f} s, "
           f"max {gaps[-1]:.3f} s (after update {worst + 1}); replay time / wall time / speed = {pace:.2f}")
     assert len(walls) > 10
-    assert gaps[-1] < MAX_CLOCK_GAP_S, f"the race clock froze for {gaps[-1]:.2f} s"
+    assert gaps[-1] < MAX_CLOCK_GAP_S, (f"the race clock froze for {gaps[-1]:.2f} s; around it (wall s, race s): "
+                                        f"{samples[max(worst - 3, 0):worst + 4]}")
     assert 0.8 < pace < 1.25, "the replay did not keep the recorded pace"
 
 
