@@ -557,17 +557,18 @@ def trials_caption(trials: MethodTrials) -> str:
 
 def trials_table(trials: MethodTrials) -> list[dict[str, Any]]:
     """One row per method tried: outcome, mean acceptance length per target, why it failed (each reason once),
-    what drafted, and the platform. Methods whose rows would be the same apart from the name share one row
+    what drafted, and the platform ("–" where there is nothing to say; "ran (retried)": it failed first, e.g.
+    before arctic-inference was installed, and its reason is kept). Methods whose rows would be the same apart from the name share one row
     (the 28 MTP names that all fail with "Unsupported speculative method: 'mtp'" on a Llama target)."""
     rows: list[dict[str, Any]] = []
     for method in _once(t.method for t in trials.trials):
         mine = [t for t in trials.trials if t.method == method]
         ran, failed = [t for t in mine if t.ran], [t for t in mine if not t.ran]
-        outcome = ("ran" if not failed else "ran (after a failed attempt)") if ran else "failed"
+        outcome = ("ran" if not failed else "ran (retried)") if ran else "failed"
         rows.append({
-            "method": method, "outcome": outcome, "mean acceptance length (target)": _lengths(ran) or None,
-            "why it failed": _reasons(failed) or None,
-            "drafter": "; ".join(_once(t.draft for t in mine if t.draft)) or None,
+            "method": method, "outcome": outcome, "mean acceptance length (target)": _lengths(ran) or "–",
+            "why it failed": _reasons(failed) or "–",
+            "drafter": "; ".join(_once(t.draft for t in mine if t.draft)) or "–",
             "platform": f"{trials.platform} ({trials.device_name}), vLLM {trials.vllm_version}",
         })
     merged: dict[tuple, dict[str, Any]] = {}
