@@ -279,6 +279,9 @@ def test_newcomer_sees_speculation_on_the_first_screen_and_races_it(page):
 CLOCK_RECORDER_JS = """() => {
   window.__clock = [];
   window.__clicked = performance.now();
+  window.__longtasks = [];  // main-thread work over 50 ms: tells a busy page from a starved browser
+  new PerformanceObserver((list) => list.getEntries().forEach(
+    (e) => window.__longtasks.push([e.startTime, e.duration]))).observe({type: "longtask"});
   new MutationObserver(() => {
     const el = document.querySelector('.sv-live .sv-clock');
     if (!el) return;
@@ -306,6 +309,9 @@ def _assert_the_clock_ran_smoothly(page, the_race) -> None:
           f"{end - walls[0]:.2f} s of wall clock at {speed:g}x; "
           f"gaps median {gaps[len(gaps) // 2]:.3f} s, 90th percentile {gaps[int(len(gaps) * 0.9)]:.3f} s, "
           f"max {gaps[-1]:.3f} s (after update {worst + 1}); replay time / wall time / speed = {pace:.2f}")
+    long_tasks = [(round(t / 1000, 2), round(d / 1000, 2)) for t, d in page.evaluate("() => window.__longtasks")
+                  if d > 200 and t / 1000 > walls[0]]
+    print(f"main-thread tasks over 0.2 s during the replay (start s, length s): {long_tasks}")
     assert len(walls) > 10
     assert gaps[-1] < MAX_CLOCK_GAP_S, (f"the race clock froze for {gaps[-1]:.2f} s; around it (wall s, race s): "
                                         f"{samples[max(worst - 3, 0):worst + 4]}")
