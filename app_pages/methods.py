@@ -24,24 +24,18 @@ def init_state() -> None:
     for key, value in {
         "methods_phase": walkthrough.PHASES[0], "methods_method": "ngram", "methods_k": 3,
         "methods_target": ex.target if ex else "", "methods_draft": "", "methods_trace": True,
-        "methods_launcher": LAUNCHERS[0], "methods_extra": "",
+        "methods_launcher": LAUNCHERS[0], "methods_extra": "", "methods_previous": "ngram",
     }.items():
         st.session_state.setdefault(key, value)
 
 
 def fill_example() -> None:
-    """A newly chosen method starts from the first target/draft pair vLLM's docs give for it."""
-    info = catalog.method_info(st.session_state.methods_method)
-    ex = example_of(st.session_state.methods_method)
-    # Another method's draft checkpoint would be wrong here; the target may stay.
-    st.session_state.methods_draft = ex.draft or "" if ex else ""
-    if ex is not None:
-        st.session_state.methods_target = ex.target
-        k = ex.settings.get("num_speculative_tokens")
-        if isinstance(k, int) and 1 <= k <= MAX_K:
-            st.session_state.methods_k = k
-    if info is not None and info.fixed_k is not None:
-        st.session_state.methods_k = info.fixed_k
+    """A newly chosen method keeps a typed target and k, and takes its own example draft (catalog.after_method_change)."""
+    s = st.session_state
+    new = catalog.after_method_change(s.methods_previous, s.methods_method, target=s.methods_target,
+                                      draft=s.methods_draft, k=s.methods_k, max_k=MAX_K)
+    s.methods_target, s.methods_draft, s.methods_k = new["target"], new["draft"], new["k"]
+    s.methods_previous = s.methods_method
 
 
 def param_widget(method: str, param: catalog.Param, container):
@@ -172,14 +166,7 @@ with right:
     try:
         if config_error:
             raise ConfigError(config_error)
-        if st.session_state.methods_extra.strip():
-            try:
-                extra = json.loads(st.session_state.methods_extra)
-            except json.JSONDecodeError as e:
-                raise ConfigError(f"other fields are not valid JSON ({e.msg} at column {e.colno})") from None
-            if not isinstance(extra, dict):
-                raise ConfigError("other fields must be a JSON object")
-            d |= extra
+        d = catalog.merge_other_fields(d, st.session_state.methods_extra)
         spec = SpecConfig.from_dict(d)
         if not st.session_state.methods_target.strip():
             raise ConfigError("the target model is empty")
@@ -208,14 +195,10 @@ elif trials is None:
     st.info("No trial results yet: `python scripts/try_methods.py` tries every method with tiny models and writes "
             "sample_runs/method_trials.json.")
 else:
-    st.caption(f"{len(trials.trials)} trials on {trials.platform} ({trials.device_name}) with vLLM "
-               f"{trials.vllm_version}, {trials.created_at}. Tiny models: acceptance lengths say the method works, "
-               "not how well it drafts.")
-    st.dataframe(pd.DataFrame([{
-        "method": t.method, "ran": t.ran, "target": t.target, "draft": t.draft,
-        "mean acceptance length": t.mean_acceptance_length,
-        "error": None if t.ran else catalog.first_line(t.error), "note": t.note,
-    } for t in trials.trials]), hide_index=True, width="stretch", key="methods_trials")
-    for t in (t for t in trials.trials if not t.ran):
-        with st.expander(f"{t.method}: {catalog.first_line(t.error)}"):
-            st.code(t.error or "no error message", language="text")
+    st.caption(catalog.trials_caption(trials))
+    st.dataframe(pd.DataFrame(catalog.trials_table(trials)), hide_index=True, width="stretch", key="methods_trials")
+    if errors := catalog.trial_errors(trials):
+        with st.expander(f"The full error messages ({len(errors)} distinct)"):
+            for methods, error in errors:
+                st.markdown(f"**{methods}**")
+                st.code(error, language="text")

@@ -499,22 +499,144 @@ def first_line(text: str | None) -> str:
     return lines[0] if lines else "no error message"
 
 
-def trial_run(trials: MethodTrials, trial: MethodTrial) -> KnownRun:
+def _once(items) -> list:
+    """The items in first-seen order, each once."""
+    return list(dict.fromkeys(items))
+
+
+def _lengths(trials: list[MethodTrial]) -> str:
+    """'2.20 (tiny-llama-2L), 2.25 (SmolLM2-135M-Instruct)': each target's mean acceptance length once."""
+    by_target = {t.target: t.mean_acceptance_length for t in trials if t.mean_acceptance_length is not None}
+    return ", ".join(f"{length:.2f} ({target})" for target, length in by_target.items())
+
+
+def _reasons(trials: list[MethodTrial]) -> str:
+    """The first line of each distinct error, once."""
+    return "; ".join(_once(first_line(t.error) for t in trials))
+
+
+def trial_runs(trials: MethodTrials, method: str) -> tuple[KnownRun, ...]:
+    """What the trials of `method` say, each thing once: a 'ran' line with the mean acceptance length per
+    target, and a 'failed' line with each distinct reason and the targets it failed with.
+
+    eagle3 tried on two targets -> one line, 'ran, mean acceptance length 3.40 (tiny-llama-2L), 1.00
+    (SmolLM2-135M-Instruct)', not one per trial.
+    """
+    mine = [t for t in trials.trials if t.method == method]
     source = f"tried here with vLLM {trials.vllm_version}"
-    if trial.ran:
-        detail = "" if trial.mean_acceptance_length is None else \
-            f"mean acceptance length {trial.mean_acceptance_length:.2f}"
-        return KnownRun(platform=trials.platform, outcome="ran", source=source, detail=detail)
-    return KnownRun(platform=trials.platform, outcome="failed", source=source, detail=first_line(trial.error))
+    out = []
+    if ran := [t for t in mine if t.ran]:
+        lengths = _lengths(ran)
+        out.append(KnownRun(platform=trials.platform, outcome="ran", source=source,
+                            detail=f"mean acceptance length {lengths}" if lengths else ""))
+    if failed := [t for t in mine if not t.ran]:
+        targets = ", ".join(_once(t.target for t in failed))
+        out.append(KnownRun(platform=trials.platform, outcome="failed", source=source,
+                            detail=f"{_reasons(failed)} (Llama-architecture target {targets})"))
+    return tuple(out)
 
 
 def _with_trials(info: MethodInfo, trials: MethodTrials | None) -> MethodInfo:
-    mine = [t for t in (trials.trials if trials else []) if t.method == info.name]
-    if not mine:
+    if trials is None or not any(t.method == info.name for t in trials.trials):
         return info
     # The file is newer evidence for its platform than the design notes.
     kept = [r for r in info.known_to_run if not (r.source == DESIGN_NOTES and r.platform == trials.platform)]
-    return info.model_copy(update={"known_to_run": (*kept, *(trial_run(trials, t) for t in mine))})
+    return info.model_copy(update={"known_to_run": (*kept, *trial_runs(trials, info.name))})
+
+
+def trials_caption(trials: MethodTrials) -> str:
+    """Where and on what the trials ran: a failure here is this platform's and these targets', not the method's."""
+    targets = ", ".join(_once(t.target for t in trials.trials))
+    methods = len(_once(t.method for t in trials.trials))
+    return (f"{len(trials.trials)} trials of {methods} methods on {trials.platform.upper()} ({trials.device_name}) with "
+            f"vLLM {trials.vllm_version}, {trials.created_at[:10]}, with Llama-architecture targets ({targets}; see "
+            "scripts/try_methods.py) and tiny or random-weight drafters: an acceptance length says the method works, "
+            "not how well it drafts, and a failure says it did not run on this platform with this target (the MTP "
+            "methods need a target that has MTP layers).")
+
+
+def trials_table(trials: MethodTrials) -> list[dict[str, Any]]:
+    """One row per method tried: outcome, mean acceptance length per target, why it failed (each reason once),
+    what drafted, and the platform ("–" where there is nothing to say; "ran (retried)": it failed first, e.g.
+    before arctic-inference was installed, and its reason is kept). Methods whose rows would be the same apart from the name share one row
+    (the 28 MTP names that all fail with "Unsupported speculative method: 'mtp'" on a Llama target)."""
+    rows: list[dict[str, Any]] = []
+    for method in _once(t.method for t in trials.trials):
+        mine = [t for t in trials.trials if t.method == method]
+        ran, failed = [t for t in mine if t.ran], [t for t in mine if not t.ran]
+        outcome = ("ran" if not failed else "ran (retried)") if ran else "failed"
+        rows.append({
+            "method": method, "outcome": outcome, "mean acceptance length (target)": _lengths(ran) or "–",
+            "why it failed": _reasons(failed) or "–",
+            "drafter": "; ".join(_once(t.draft for t in mine if t.draft)) or "–",
+            "platform": f"{trials.platform} ({trials.device_name}), vLLM {trials.vllm_version}",
+        })
+    merged: dict[tuple, dict[str, Any]] = {}
+    for row in rows:
+        same = tuple(v for k, v in row.items() if k != "method")
+        if same in merged:
+            merged[same]["method"] += f", {row['method']}"
+        else:
+            merged[same] = dict(row)
+    return list(merged.values())
+
+
+def trial_errors(trials: MethodTrials) -> list[tuple[str, str]]:
+    """(methods, full error) for each distinct error message once, for engineers who want the whole text."""
+    by_error: dict[str, list[str]] = {}
+    for t in trials.trials:
+        if not t.ran and t.error:
+            by_error.setdefault(t.error, [])
+            if t.method not in by_error[t.error]:
+                by_error[t.error].append(t.method)
+    return [(", ".join(methods), error) for error, methods in by_error.items()]
+
+
+# ---- the config builder (Methods page) ----------------------------------------------------------
+
+def after_method_change(previous: str, method: str, *, target: str, draft: str, k: int,
+                        max_k: int) -> dict[str, Any]:
+    """The builder's target, draft and k once the user switches from `previous` to `method`.
+
+    A target the user typed stays; only an empty target or the previous method's example target is
+    replaced by the new method's example. k stays, unless the method allows only one value (fixed_k)
+    or k is out of range. The draft becomes the new method's example draft (another method's draft
+    checkpoint would be wrong).
+
+        after_method_change("ngram", "eagle3", target="my-org/MyTarget-70B", draft="", k=5, max_k=32)
+        -> {"target": "my-org/MyTarget-70B", "draft": <eagle3's example draft>, "k": 5}
+    """
+    info, old = method_info(method), method_info(previous)
+    example = info.examples[0] if info and info.examples else None
+    old_example = old.examples[0].target if old and old.examples else None
+    if example is not None and (not target.strip() or target.strip() == old_example):
+        target = example.target
+    if info is not None and info.fixed_k is not None:
+        k = info.fixed_k
+    k = min(max(k, 1), max_k)
+    return {"target": target, "draft": (example.draft or "") if example else "", "k": k}
+
+
+def merge_other_fields(config: dict[str, Any], text: str) -> dict[str, Any]:
+    """`config` with the JSON object `text` ("Other fields") added; ConfigError if it is not a JSON object
+    or sets a field the builder already set to another value (num_speculative_tokens 7 against the
+    slider's 3 is refused, not silently taken)."""
+    from .config import ConfigError  # config imports this module
+
+    if not text.strip():
+        return dict(config)
+    try:
+        extra = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"other fields are not valid JSON ({e.msg} at column {e.colno})") from None
+    if not isinstance(extra, dict):
+        raise ConfigError("other fields must be a JSON object")
+    clashes = [f"{key} is {json.dumps(extra[key])} there but {json.dumps(config[key])} above"
+               for key in extra if key in config and extra[key] != config[key]]
+    if clashes:
+        raise ConfigError("Other fields disagree with the controls: " + "; ".join(clashes)
+                          + ". Set each field in one place (remove it from Other fields, or change the control).")
+    return config | extra
 
 
 # ---- the catalog as a user sees it -------------------------------------------------------------

@@ -124,6 +124,19 @@ BUILTIN_PROMPT_SETS: dict[str, tuple[str, list[str]]] = {
 }
 
 
+# Prompt sets by what they ask of the model: a stakeholder reads the workload, not the set's name.
+WORKLOADS = {
+    "showcase-edit": "code editing", "code": "code editing", "showcase-chat": "chat", "chat": "chat",
+    "heldout-chat": "chat", "summarize": "summarising an article", "repetitive": "repetitive text",
+    "playground race": "your prompt",
+}
+
+
+def workload_name(prompt_set: str) -> str:
+    """'showcase-edit' -> 'code editing'; a set this table does not know keeps its name in quotes."""
+    return WORKLOADS.get(prompt_set, f"prompt set '{prompt_set}'")
+
+
 class PromptSetError(SpecvizError, ValueError):
     pass
 

@@ -32,12 +32,14 @@ finds the baseline's request with the same prompt text.
 from __future__ import annotations
 
 import bisect
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from html import escape
 from typing import Generic, TypeVar
 
 from .divergence import RequestComparison, compare_requests, is_greedy, shared_dtype
+from .prompts import workload_name
 from .render import CSS, Role, output_roles, pieces_html
 from .runfile import Request, Run
 
@@ -156,6 +158,7 @@ class RaceState:
 class Race:
     baseline: Lane
     speculative: Lane
+    prompt_set: str = ""  # what the prompt asks (prompts.workload_name): a speedup is shown with its workload
     comparison: RequestComparison | None = None  # same output, or where and why they part (race_for fills it)
 
     @property
@@ -305,7 +308,8 @@ def race_for(pair: Pair, req: Request, spec_label: str) -> Race:
         raise ValueError(f"the baseline has no request with the prompt of {req.request_id}")
     comparison = compare_requests(base, req, greedy=is_greedy(pair.baseline) and is_greedy(pair.speculative),
                                   dtype=shared_dtype(pair.baseline, pair.speculative))
-    return Race(Lane.from_request(base, "baseline (no drafting)"), Lane.from_request(req, spec_label), comparison)
+    return Race(Lane.from_request(base, "baseline (no drafting)"), Lane.from_request(req, spec_label),
+                prompt_set=pair.speculative.meta.prompt_set, comparison=comparison)
 
 
 def spec_label(run: Run) -> str:
@@ -363,7 +367,7 @@ def lane_html(lane: Lane, state: LaneState, *, speculative: bool, marks: dict[in
     """One lane: its name, a finished flag, four counters, a progress track and the output so far.
 
     `marks` outlines output tokens (by index) with a hover text: where the two outputs part."""
-    flag = (f'<span class="sv-flag sv-flag-done">🏁 finished in {_fmt_s(lane.finish_s)}</span>' if state.finished
+    flag = (f'<span class="sv-flag sv-flag-done">✓ finished in {_fmt_s(lane.finish_s)}</span>' if state.finished
             else f'<span class="sv-flag">{"running" if state.started else "waiting for the first token"}</span>')
     per_pass = state.tokens_per_pass
     stats = [(_fmt_s(state.elapsed_s), "elapsed"), (str(state.passes), "target passes"),
@@ -375,14 +379,19 @@ def lane_html(lane: Lane, state: LaneState, *, speculative: bool, marks: dict[in
     return (f'<div class="sv-lane{" sv-lane-spec" if speculative else ""}">'
             f'<div class="sv-lane-head"><span>{escape(lane.label)}{escape(unit)}</span>{flag}</div>'
             f'<div class="sv-stats">{cells}</div><div class="sv-track"><div style="width:{share:.1f}%"></div></div>'
-            f'<div class="sv-scroll">{pieces_html(state.pieces, state.newest, marks=pieces_marks)}</div></div>')
+            f'<div class="sv-scroll">{pieces_html(lane.pieces, state.newest, len(state.pieces), pieces_marks)}'
+            '</div></div>')
 
 
-def result_html(race: Race) -> str:
-    """The finish line: the measured speedup, what it rests on, and an honest word when drafting lost."""
+def result_html(race: Race, hidden: bool = False) -> str:
+    """The finish line: the measured speedup, what it rests on, and an honest word when drafting lost.
+
+    `hidden` draws it with the class sv-later, for the browser's replay to show at the finish."""
+    later = " sv-later" if hidden else ""
     b, s, x = race.baseline, race.speculative, race.speedup
+    on = f" on {workload_name(race.prompt_set)}" if race.prompt_set else ""  # the workload, by name
     if x is None:
-        return '<div class="sv-result sv-result-slower">No speedup to show: a lane produced nothing.</div>'
+        return f'<div class="sv-result sv-result-slower{later}">No speedup to show: a lane produced nothing.</div>'
     detail = (f"{s.num_tokens} tokens in {_fmt_s(s.finish_s)} ({s.num_passes} target passes) against "
               f"{b.num_tokens} in {_fmt_s(b.finish_s)} ({b.num_passes} passes), each from sending the request "
               "to its last token, as recorded")
@@ -394,20 +403,105 @@ def result_html(race: Race) -> str:
                    ". The drafting path changed the target's output: this is not lossless") +
                    "; the speedup compares tokens per second")
     if x >= 1:
-        head = f"⚡ {escape(s.label)} finished {x:.2f}x faster"
+        head = f"{escape(s.label)} finished {x:.2f}x faster{escape(on)}"
         cls = "sv-result"
     else:
-        head = f"The baseline won: {escape(s.label)} was {1 / x:.2f}x slower here"
+        head = f"The baseline won: {escape(s.label)} was {1 / x:.2f}x slower{escape(on)}"
         cls = "sv-result sv-result-slower"
-    return f'<div class="{cls}">{head}<small>{escape(detail)}</small></div>'
+    return f'<div class="{cls}{later}">{head}<small>{escape(detail)}</small></div>'
 
 
-def race_html(race: Race, state: RaceState, speed: float) -> str:
-    """The whole track at one moment: the race clock, the two lanes side by side, the result at the end."""
-    clock = (f'<div class="sv-clock">race clock {_fmt_s(state.t)} of {_fmt_s(race.duration_s)} · replayed at '
-             f'{speed:g}x the recorded pace</div>')
+def race_html(race: Race, state: RaceState, speed: float, replay_id: str = "") -> str:
+    """The whole track at one moment: the race clock, the two lanes side by side, the result at the end.
+
+    Every lane holds its whole output, the part not yet produced hidden (class sv-later), and the result
+    is drawn hidden until the finish, so that
+    `replay_script(..., replay_id)` can play the race on in the browser without the server.
+    """
+    clock = (f'<div class="sv-clock">race clock <span class="sv-clock-t">{_fmt_s(state.t)}</span> of '
+             f'{_fmt_s(race.duration_s)} · replayed at {speed:g}x the recorded pace</div>')
     c = race.comparison
     marks = {c.divergence.position: c.marker()} if c is not None and c.divergence is not None else None
     lanes = (f'<div class="sv-race">{lane_html(race.baseline, state.baseline, speculative=False, marks=marks)}'
              f'{lane_html(race.speculative, state.speculative, speculative=True, marks=marks)}</div>')
-    return RACE_CSS + CSS + clock + (result_html(race) if state.finished else "") + lanes
+    root = f"sv-replay sv-replay-{escape(replay_id)}" if replay_id else "sv-replay"
+    return (RACE_CSS + CSS + f'<div class="{root}">' + clock + result_html(race, hidden=not state.finished)
+            + lanes + "</div>")
+
+
+def replay_data(race: Race, t: float, speed: float) -> dict:
+    """What the browser needs to play the race on from replay time t: times and counts only, no token text.
+
+    For each lane (baseline, then speculative) the event times, the tokens and display pieces
+    visible after each event, the finish time and the total tokens; as Lane.at uses them.
+    """
+    return {"t0": t, "speed": speed, "duration": race.duration_s, "eps": EPS_S, "lanes": [
+        {"ev": list(lane.event_s), "tok": list(lane.tokens_after), "pcs": list(lane.pieces_after),
+         "fin": lane.finish_s, "n": lane.num_tokens} for lane in (race.baseline, race.speculative)]}
+
+
+# Plays the race on in the browser, about 25 times a second, from the state race_html drew: the same
+# rules as Lane.at (an event at or before t has happened; a lane's clock stops at its finish). It stops
+# when its track is gone from the page (paused, restarted, finished: the server draws anew).
+REPLAY_JS = r"""
+(() => {
+  const D = __DATA__, id = __ID__, done = __DONE__;
+  const start = performance.now();
+  const fmt = s => (s < 10 ? s.toFixed(2) : s.toFixed(1)) + " s";
+  const upto = (a, x) => { let lo = 0, hi = a.length;
+    while (lo < hi) { const m = (lo + hi) >> 1; if (a[m] <= x) lo = m + 1; else hi = m; } return lo; };
+  const last = [-1, -1];
+  function frame() {
+    const root = document.querySelector(".sv-replay-" + id);
+    if (!root) { if (performance.now() - start < 5000) setTimeout(frame, 40); return; }
+    const t = Math.min(D.t0 + (performance.now() - start) / 1000 * D.speed, D.duration);
+    root.classList.add("sv-live");  // the browser is playing it now
+    root.querySelector(".sv-clock-t").textContent = fmt(t);
+    root.querySelectorAll(".sv-lane").forEach((lane, li) => {
+      const L = D.lanes[li], n = upto(L.ev, t + D.eps), finished = t + D.eps >= L.fin;
+      const tokens = n ? L.tok[n - 1] : 0, shown = n ? L.pcs[n - 1] : 0, before = n >= 2 ? L.pcs[n - 2] : 0;
+      const b = lane.querySelectorAll(".sv-stat b");
+      b[0].textContent = fmt(Math.min(Math.max(t, 0), L.fin));
+      b[1].textContent = n; b[2].textContent = tokens; b[3].textContent = n ? (tokens / n).toFixed(2) : "\u2013";
+      lane.querySelector(".sv-track div").style.width = (L.n ? 100 * tokens / L.n : 0).toFixed(1) + "%";
+      const flag = lane.querySelector(".sv-flag");
+      flag.className = finished ? "sv-flag sv-flag-done" : "sv-flag";
+      flag.textContent = finished ? "\u2713 finished in " + fmt(L.fin)
+        : n ? "running" : "waiting for the first token";
+      const key = finished ? -2 - shown : shown;
+      if (key !== last[li]) {
+        last[li] = key;
+        Array.from(lane.querySelector(".sv-output").children).forEach((p, i) => {
+          p.classList.toggle("sv-later", i >= shown);
+          p.classList.toggle("sv-new", !finished && n > 0 && i >= before && i < shown);
+        });
+      }
+    });
+    if (t < D.duration) setTimeout(frame, 40);
+    else {
+      root.querySelector(".sv-result")?.classList.remove("sv-later");  // the finish line, drawn hidden
+      if (done) document.querySelector(".st-key-" + done + " button")?.click();  // the page follows
+    }
+  }
+  frame();
+})();
+"""
+
+
+def replay_script(race: Race, t: float, speed: float, replay_id: str, done_key: str = "") -> str:
+    """A <script> that plays the track drawn by race_html(..., replay_id) on from replay time t at `speed`,
+    and at the finish presses the button with Streamlit key `done_key` (if given).
+
+    `replay_id` and `done_key` must be letters, digits and _ (they name CSS classes); the data are numbers only.
+    """
+    for name in (replay_id, done_key):
+        if name and not name.replace("_", "").isalnum():
+            raise ValueError(f"replay_id and done_key must be letters, digits and _, not {name!r}")
+    code = (REPLAY_JS.replace("__DATA__", json.dumps(replay_data(race, t, speed)))
+            .replace("__ID__", f'"{replay_id}"').replace("__DONE__", json.dumps(done_key)))
+    return f"<script>{code}</script>"
+
+
+def raced_against(base: Run, runs: Iterable[tuple[K, Run]]) -> list[K]:
+    """The names of the speculative runs among `runs` whose baseline (find_baseline) is `base`."""
+    return [name for name, run in runs if is_speculative(run) and find_baseline(run, [(None, base)]) is not None]

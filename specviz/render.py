@@ -26,21 +26,27 @@ Role = Literal["accepted", "rejected", "correction", "discarded", "bonus", "plai
 CSS = """
 <style>
 .sv-chip{display:inline-block;margin:1px 2px;padding:0 4px;border-radius:4px;font-family:monospace;
- white-space:pre;border:1px solid transparent;line-height:1.6}
-.sv-accepted{background:#c8f0c8;color:#0b4d0b;border-color:#6cc46c}
-.sv-rejected{background:#ffd6d6;color:#8a1010;text-decoration:line-through;border-color:#e08080}
-.sv-correction{background:#ffe2a8;color:#6a4100;border-color:#e0a030;font-weight:600}
-.sv-discarded{background:#eeeeee;color:#888;text-decoration:line-through;opacity:.65;border-style:dashed;border-color:#bbb}
-.sv-bonus{background:#dcd0ff;color:#3b1f8a;border-color:#9a80e0;font-weight:600}
-.sv-plain{background:#dde8f5;color:#1d3b5e;border-color:#a9c1de}
-.sv-padded{background:repeating-linear-gradient(45deg,#f4f4f4,#f4f4f4 4px,#e4e4e4 4px,#e4e4e4 8px);color:#777;
- border-style:dotted;border-color:#999;font-style:italic}
+ white-space:pre;border:1px solid transparent;line-height:1.6;background:var(--sv-bg);color:var(--sv-fg);
+ border-color:var(--sv-bd)}
+.sv-accepted{--sv-bg:#c8f0c8;--sv-fg:#0b4d0b;--sv-bd:#6cc46c}
+.sv-rejected{--sv-bg:#ffd6d6;--sv-fg:#8a1010;--sv-bd:#e08080;text-decoration:line-through}
+.sv-correction{--sv-bg:#ffe2a8;--sv-fg:#6a4100;--sv-bd:#e0a030;font-weight:600}
+.sv-discarded{--sv-bg:#f4f4f4;--sv-fg:#4a4a4a;--sv-bd:#8c8c8c;text-decoration:line-through;border-style:dashed}
+.sv-bonus{--sv-bg:#dcd0ff;--sv-fg:#3b1f8a;--sv-bd:#9a80e0;font-weight:600}
+.sv-plain{--sv-bg:#dde8f5;--sv-fg:#1d3b5e;--sv-bd:#a9c1de}
+.sv-undecided{--sv-bg:#ffffff;--sv-fg:#1f2430;--sv-bd:#6b7280;border-style:dashed}
+.sv-padded{--sv-fg:#555;--sv-bd:#999;background:repeating-linear-gradient(45deg,#f4f4f4,#f4f4f4 4px,#e4e4e4 4px,
+ #e4e4e4 8px);border-style:dotted;font-style:italic}
 .sv-ws{opacity:.55}
 .sv-row{margin:2px 0}
 .sv-stepno{display:inline-block;width:5.5em;color:#888;font-size:.85em}
 .sv-output{line-height:1.9}
-.sv-output .sv-chip{margin:0;padding:0 1px;border-radius:2px;border:none}
-.sv-output .sv-plain{background:transparent;color:inherit}
+.sv-output .sv-chip{display:inline;margin:0;padding:0 1px;border-radius:2px;border:none;white-space:pre-wrap}
+.sv-output .sv-plain{--sv-bg:transparent;--sv-bd:transparent;color:inherit}
+.sv-output .sv-brk{background:transparent;padding:0}
+.sv-output .sv-brk .sv-ink{background:var(--sv-bg);border-radius:2px}
+.sv-output .sv-mark{border-left:3px solid var(--sv-bd);border-radius:0}
+.sv-later{display:none}
 .sv-output .sv-chip.sv-diverge,.sv-chip.sv-diverge{outline:3px solid #d62728;outline-offset:1px;border-radius:3px}
 .sv-chunk{border-radius:3px;padding:0 1px;white-space:pre-wrap}
 .sv-chunk-1{background:transparent}
@@ -150,19 +156,43 @@ def output_html(request: Request, marks: dict[int, str] | None = None) -> str:
     return pieces_html(output_roles(request), marks=marks)
 
 
-def pieces_html(pieces: Sequence[tuple[str, Role]], newest: int = 0, marks: dict[int, str] | None = None) -> str:
-    """Output pieces (text, role) as output_html draws them; the last `newest` also get the class sv-new,
-    and the pieces in `marks` (index -> hover text) the class sv-diverge."""
+def pieces_html(pieces: Sequence[tuple[str, Role]], newest: int = 0, shown: int | None = None,
+                marks: dict[int, str] | None = None) -> str:
+    """Output pieces (text, role) as output_html draws them; the last `newest` of the first `shown` (all by
+    default) also get the class sv-new, and those after `shown` the class sv-later (hidden, for a replay
+    to reveal). The pieces in `marks` (index -> hover text) get the class sv-diverge: where two outputs part.
+
+    The text reads as the model wrote it: a newline breaks the line and the spaces after it indent
+    the next, uncoloured. A piece with visible characters and a newline colours only those
+    characters; a piece of whitespace alone keeps its colour as a thin mark where it starts.
+    Every piece is one span with its role's class.
+    """
     parts = []
-    first_new = len(pieces) - newest if newest else len(pieces)
+    shown = len(pieces) if shown is None else shown
+    first_new = shown - newest if newest else shown
     marks = marks or {}
     for i, (text, role) in enumerate(pieces):
-        new = " sv-new" if i >= first_new else ""
-        title = ROLE_LABELS[role] if i not in marks else f"{marks[i]} ({ROLE_LABELS[role]})"
-        diverge = " sv-diverge" if i in marks else ""
-        piece = f'<span class="sv-chip sv-{role}{new}{diverge}" title="{escape(title)}">{escape(text)}</span>'
-        parts.append(piece.replace("\n", "<br>"))
+        extra = " sv-later" if i >= shown else " sv-new" if i >= first_new else ""
+        parts.append(_piece_html(text, role, extra + (" sv-diverge" if i in marks else ""), marks.get(i)))
     return f'<div class="sv-output">{"".join(parts)}</div>'
+
+
+def _piece_html(text: str, role: Role, extra_class: str, mark: str | None = None) -> str:
+    """One output piece as a span (see pieces_html); newlines become <br> (a raw newline could end
+    Streamlit's markdown HTML block). `mark` leads the hover text."""
+    label = ROLE_LABELS[role] if mark is None else f"{mark} ({ROLE_LABELS[role]})"
+    title = f' title="{escape(label)}"'
+    if text.strip() and "\n" not in text:
+        return f'<span class="sv-chip sv-{role}{extra_class}"{title}>{escape(text)}</span>'
+    if not text.strip():
+        blank = escape(text).replace("\n", "<br>")
+        return f'<span class="sv-chip sv-{role} sv-brk sv-mark{extra_class}"{title}>{blank}</span>'
+    lines = []
+    for line in text.split("\n"):
+        body = line.lstrip()
+        lines.append(escape(line[:len(line) - len(body)]) + (f'<span class="sv-ink">{escape(body)}</span>'
+                                                             if body else ""))
+    return f'<span class="sv-chip sv-{role} sv-brk{extra_class}"{title}>{"<br>".join(lines)}</span>'
 
 
 def legend_html(padded: bool = False) -> str:

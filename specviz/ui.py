@@ -43,15 +43,27 @@ def _fmt(value: float | None, pattern: str) -> str:
     return "–" if value is None else pattern.format(value)
 
 
+MEAN_ACCEPTANCE_HELP = (
+    "Tokens committed per target pass that verified drafts: the accepted draft tokens of the pass plus the one "
+    "token the target adds (its correction, or the bonus when every draft was accepted). vLLM's "
+    "1 + num_accepted_tokens / num_drafts, where num_drafts counts verify passes: at most k + 1 (4 at k=3); "
+    "1 means no draft was ever accepted.")
+COUNTERS_HELP = (
+    "specviz's tracer saw each verification step inside vLLM's scheduler. 'yes': the drafts, draft tokens and "
+    "accepted tokens (per position too) it counted equal vLLM's own spec_decode counters for this run exactly, "
+    "so the figures and coloured tokens here are what vLLM did, not a re-simulation. 'NO' would mean the "
+    "recording missed or misread steps; '–': vLLM's counters were not read (no drafting, or an attached server).")
+
+
 def metrics_row(s: Summary, container=st) -> None:
-    cols = container.columns(5)
+    cols = container.columns([0.8, 1.35, 1.15, 1.05, 1.4])  # the longer labels get room: none is cut at 1280 px
     cols[0].metric("engine steps", s.num_steps)
-    cols[1].metric("mean acceptance length", _fmt(s.mean_acceptance_length, "{:.2f}"),
-                   help="tokens committed per target pass when drafts were verified: 1 + accepted / drafts")
+    cols[1].metric("mean acceptance length", _fmt(s.mean_acceptance_length, "{:.2f}"), help=MEAN_ACCEPTANCE_HELP)
     cols[2].metric("draft acceptance rate", _fmt(s.draft_acceptance_rate, "{:.0%}"))
     cols[3].metric("output tokens/s", _fmt(s.output_tokens_per_s, "{:.1f}"),
                    help="all output tokens / wall time from the first request sent to the last one finished")
-    cols[4].metric("matches vLLM's counters", {True: "yes", False: "NO", None: "–"}[s.counters_match])
+    cols[4].metric("matches vLLM's counters", {True: "yes", False: "NO", None: "–"}[s.counters_match],
+                   help=COUNTERS_HELP)
 
 
 def engine_failure(run: Run) -> None:
@@ -90,7 +102,8 @@ def request_view(req: Request, caption: str, *, steps: slice | None = None, char
     left.markdown(render.output_html(req, marks), unsafe_allow_html=True)
     acc = count_acceptance(req.steps)
     if acc.num_drafts:
-        right.plotly_chart(acceptance_per_position(acc, caption), key=chart_key, width="stretch")
+        right.plotly_chart(acceptance_per_position(acc, f"this request's {acc.num_drafts} verify steps with drafts; "
+                                                        f"{caption}"), key=chart_key, width="stretch")
     if not req.steps:
         chunks_view(req, container)
         return
@@ -124,7 +137,8 @@ def per_request_table(run: Run, key: str) -> None:
         "request": [r.request_id for r in run.requests],
         "output tokens": [len(r.output_token_ids) for r in run.requests],
         "steps": [len(r.steps) for r in run.requests],
-        "acceptance length": [request_acceptance_length(r) for r in run.requests],
+        "acceptance length": [None if (x := request_acceptance_length(r)) is None else round(x, 2)
+                              for r in run.requests],  # one precision for every row (2.89 beside 2.94)
         "finish": [r.finish_reason or ("failed: " + r.error[:80] if r.error else None) for r in run.requests],
     }), key=key, hide_index=True)
 
@@ -155,14 +169,18 @@ def _shown_prompt(req: Request) -> str:
     return text[:80] + ("…" if len(text) > 80 else "")
 
 
-def recorded_run_view(run: Run, *, on_request: Callable[[Request], dict[int, str] | None] | None = None) -> None:
-    """A whole recorded run: provenance, metrics, one request's steps (or a step-through), per-request table.
+def recorded_run_view(run: Run, *, on_request: Callable[[Request], dict[int, str] | None] | None = None,
+                      headline_markup: str = "") -> None:
+    """A whole recorded run: a headline (escaped HTML, if given), provenance, metrics, one request's steps
+    (or a step-through), per-request table.
 
     Opens on the request that shows speculation best (showcase.opening_request); `on_request` is
     called with the chosen request right under its selector (the playground puts its race button and
     the comparison with the baseline there) and may return tokens to mark in the output (index -> text).
     """
     caption = provenance(run)
+    if headline_markup:
+        st.markdown(headline_markup, unsafe_allow_html=True)
     st.caption(caption)
     if run.meta.invalid_reason:
         st.error(f"**Invalid run**: the recording breaks its own invariants, so its figures are not to be "
@@ -192,17 +210,48 @@ def recorded_run_view(run: Run, *, on_request: Callable[[Request], dict[int, str
         per_request_table(run, key="per_request")
 
 
+# Left and right arrow keys press the presenter's buttons (Streamlit has no key events). Not while the
+# focus is in a field, on a radio or on the slider, which take arrow keys themselves (a toggle does not). Installed once per browser tab.
+ARROW_KEYS_JS = """<script>
+if (!window.__svArrowKeys) {
+  window.__svArrowKeys = true;
+  const TYPING = "input:not([type=checkbox]), textarea, select, [contenteditable], [role=slider], [role=combobox]";
+  document.addEventListener("keydown", (e) => {
+    if (e.altKey || e.ctrlKey || e.metaKey || e.shiftKey) return;
+    const key = {ArrowLeft: "step_prev", ArrowRight: "step_next"}[e.key];
+    const el = document.activeElement;
+    if (!key || (el && el.matches(TYPING))) return;
+    const button = document.querySelector(".st-key-" + key + " button");
+    if (button && !button.disabled) { e.preventDefault(); button.click(); }
+  }, true);  // capture: widgets stop some key events from bubbling
+}
+</script>"""
+
+
+def presenting() -> bool:
+    """Whether the presenter's step-through is on (it replaces the example step above it)."""
+    return bool(st.session_state.get("step_through"))
+
+
 def step_through(req: Request) -> None:
-    """One step at a time, with previous/next buttons and a slider, for a presenter."""
+    """One step at a time, with previous/next buttons (and the arrow keys) and a slider, for a presenter.
+
+    Opens, for each request, on its example step (showcase.example_step: drafts accepted and one rejected).
+    """
     n = len(req.steps)
-    at = st.session_state.setdefault("step_at", 1)
-    prev, slider, nxt = st.columns([1, 8, 1])
-    if prev.button("◀ previous", key="step_prev", disabled=at <= 1):
+    if st.session_state.get("step_request") != req.request_id:
+        st.session_state.step_request = req.request_id
+        example = showcase.example_step(req)
+        st.session_state.step_at = 1 if example is None else example + 1
+    at = st.session_state.step_at
+    prev, slider, nxt = st.columns([1.3, 6, 1.3], vertical_alignment="bottom")
+    if prev.button("◀ previous", key="step_prev", disabled=at <= 1, width="stretch"):
         st.session_state.step_at = at - 1
-    if nxt.button("next ▶", key="step_next", disabled=at >= n):
+    if nxt.button("next ▶", key="step_next", disabled=at >= n, width="stretch"):
         st.session_state.step_at = at + 1
     st.session_state.step_at = min(max(st.session_state.step_at, 1), n)
-    at = slider.slider("step", 1, n, key="step_at")
+    at = slider.slider("step (or the ← → keys)", 1, n, key="step_at")
+    st.html(ARROW_KEYS_JS, unsafe_allow_javascript=True)
     step = req.steps[at - 1]
     st.markdown(render.CSS, unsafe_allow_html=True)
     st.markdown(f"##### Step {at} of {n}: {render.step_summary(step)}")

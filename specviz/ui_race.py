@@ -1,8 +1,9 @@
 """The race's Streamlit edge (beside specviz/ui.py): presenter controls, the replay loop, the recorded pair
 and the live race. The logic is specviz.race (pure); this module only keeps state and draws.
 
-Replay: the track is an `st.fragment(run_every=TICK_S)` while playing; each tick advances the race
-clock by the wall time since the last tick times the chosen speed, and draws `race.race_html`.
+Replay: the server keeps the race clock (replay time advances by the wall time since the last draw
+times the chosen speed) and draws `race.race_html` at it; while playing, `race.replay_script` moves
+the clock and the lanes on in the browser, and a timer redraws the track at the finish line.
 Pause, step and restart are buttons with callbacks (so the next run already sees their effect);
 when the race reaches its end the fragment reruns the page once, which stops the timer.
 """
@@ -10,6 +11,7 @@ when the race reaches its end the fragment reruns the page once, which stops the
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from html import escape
 
@@ -18,6 +20,7 @@ import streamlit as st
 from . import render, ui
 from .config import ConfigError
 from .divergence import RequestComparison, compare_requests, is_greedy, shared_dtype
+from .headline import baseline_headline, headline, headline_html
 from .race import (
     EPS_S,
     SPEEDS,
@@ -26,10 +29,14 @@ from .race import (
     advance,
     default_speed,
     find_baseline,
+    is_baseline,
+    is_speculative,
     matching_request,
     race_for,
     race_html,
     raceable_requests,
+    raced_against,
+    replay_script,
     spec_label,
 )
 from .runfile import SAMPLE_RUNS_DIR, Request, Run, RunFileError, list_run_files, load_run
@@ -38,7 +45,9 @@ from .serving.server import EngineError
 from .serving.shared import EngineBusy, EngineConfig, SharedEngine
 from .showcase import example_step, opening_run
 
-TICK_S = 0.1  # redraw interval while a race plays
+# The browser's replay presses the hidden "finished" button when it reaches the finish line; this timer
+# (the replay's remaining wall time plus this) redraws the page in case it did not, e.g. without JavaScript.
+END_SLACK_S = 3.0
 
 
 # ---- the sample runs, loaded once per file version ------------------------------------------------
@@ -67,7 +76,7 @@ def opening_run_name() -> str | None:
 # ---- replay controls and the track ---------------------------------------------------------------
 
 def _keys(key: str) -> dict[str, str]:
-    return {n: f"{key}_{n}" for n in ("t", "playing", "wall", "speed", "ident")}
+    return {n: f"{key}_{n}" for n in ("t", "playing", "wall", "speed", "ident", "draws")}
 
 
 def _fold(race: Race, key: str) -> None:
@@ -95,6 +104,11 @@ def _step(race: Race, key: str, direction: int) -> None:
     _fold(race, key)
     s[k["playing"]] = False
     s[k["t"]] = race.next_event(s[k["t"]]) if direction > 0 else race.previous_event(s[k["t"]])
+
+
+def _finish(race: Race, key: str) -> None:
+    k, s = _keys(key), st.session_state
+    s[k["t"]], s[k["playing"]], s[k["wall"]] = race.duration_s, False, time.monotonic()
 
 
 def _restart(race: Race, key: str) -> None:
@@ -129,19 +143,34 @@ def race_view(race: Race, key: str) -> None:
     c[3].button("⟲ Restart", key=f"{key}_restart", on_click=_restart, args=(race, key), width="stretch")
     c[4].select_slider("Replay speed (1x = as recorded)", options=list(SPEEDS), key=k["speed"],
                        format_func=lambda v: f"{v:g}x", on_change=_fold, args=(race, key))
+    # Hidden: the browser's replay presses it at the finish, so the page (its buttons) follows the race
+    # as the audience saw it end, not the server's clock.
+    st.button("finished", key=f"{key}_done", on_click=_finish, args=(race, key))
+    st.html(f"<style>.st-key-{key}_done{{display:none}}</style>")
 
-    @st.fragment(run_every=TICK_S if playing else None)
+    # While it plays, the browser moves the clock and the lanes (race.replay_script): a server tick per
+    # frame stuttered (clock jumps of 0.6-2.7 s on a busy 2-core machine). The server draws the track once
+    # and once more after the finish line, when its timer (the replay's remaining wall time) fires.
+    remaining_wall_s = (race.duration_s - t) / s[k["speed"]] + END_SLACK_S
+    s[k["draws"]] = 0
+
+    @st.fragment(run_every=remaining_wall_s if playing else None)
     def track() -> None:
-        ended_now = False
+        s[k["draws"]] += 1
         if s[k["playing"]]:
             now = time.monotonic()
             s[k["t"]] = advance(s[k["t"]], now - s[k["wall"]], s[k["speed"]], race.duration_s)
             s[k["wall"]] = now
             if s[k["t"]] >= race.duration_s - EPS_S:
-                s[k["playing"]], ended_now = False, True
-        st.markdown(race_html(race, race.at(s[k["t"]]), s[k["speed"]]), unsafe_allow_html=True)
-        if ended_now:
-            st.rerun()  # the whole page once more: the timer stops and the buttons say so
+                s[k["playing"]] = False
+                st.rerun()  # the whole page once more: the timer stops and the buttons say so
+            if s[k["draws"]] > 1:  # the timer fired early: draw the page anew with the time left
+                st.rerun()
+        replay_id = uuid.uuid4().hex if s[k["playing"]] else ""
+        st.markdown(race_html(race, race.at(s[k["t"]]), s[k["speed"]], replay_id), unsafe_allow_html=True)
+        if replay_id:
+            st.html(replay_script(race, s[k["t"]], s[k["speed"]], replay_id, done_key=f"{key}_done"),
+                    unsafe_allow_javascript=True)
 
     track()
 
@@ -152,7 +181,7 @@ def _prompt_text(req: Request) -> str:
 
 
 def race_header(race: Race, note: str) -> None:
-    st.subheader(f"🏁 The race: {race.speculative.label} against no drafting")
+    st.subheader(f":material/sports_score: The race: {race.speculative.label} against no drafting")
     st.caption(f"Same prompt, same target, one request each: “{_prompt_text(race.speculative.request)}”. "
                f"Tokens appear when the engine's step produced them, chips coloured as in the step rows. {note}")
 
@@ -173,9 +202,12 @@ def _close_race() -> None:
 
 
 def example_step_line(req: Request) -> None:
-    """One step of the request in large chips, as the worked example: what a verification step is."""
+    """One step of the request in large chips, as the worked example: what a verification step is.
+
+    Not while presenting: the step-through below shows one step itself (one step number on screen).
+    """
     i = example_step(req)
-    if i is None:
+    if i is None or ui.presenting():
         return
     step = req.steps[i]
     st.markdown(render.CSS + f'<div class="sv-example" style="font-size:1.35em;margin:4px 0 8px">'
@@ -184,12 +216,15 @@ def example_step_line(req: Request) -> None:
                 f'{render.step_html(step)}</div>', unsafe_allow_html=True)
 
 
-def request_header(pair: Pair | None, req: Request) -> dict[int, str] | None:
+def request_header(pair: Pair | None, req: Request, raced_by: list[str] | None = None) -> dict[int, str] | None:
     """Under the request selector: one step as the worked example, the comparison with the baseline's
-    output, and the one click to the race. Returns the token to mark where the outputs part, if they do."""
+    output, and the one click to the race. Returns the token to mark where the outputs part, if they do.
+
+    `raced_by` is given for a baseline run: the speculative runs that race against it.
+    """
     example_step_line(req)
     marks = baseline_comparison(pair.baseline, pair.speculative, req, pair.baseline_name) if pair else None
-    race_button(pair, req)
+    race_button(pair, req, raced_by)
     return marks
 
 
@@ -221,8 +256,12 @@ def comparison_note(c: RequestComparison, baseline_name: str) -> None:
                  icon=":material/error:")
 
 
-def race_button(pair: Pair | None, req: Request) -> None:
-    """The one click from a recorded run to its race."""
+def race_button(pair: Pair | None, req: Request, raced_by: list[str] | None = None) -> None:
+    """The one click from a recorded run to its race (for a baseline run, where its races are)."""
+    if raced_by is not None:
+        st.caption("This run is a baseline (no drafting): the race starts from a speculative run of the same "
+                   "prompts" + (f", such as {', '.join(raced_by)}." if raced_by else "; none is recorded yet."))
+        return
     if pair is None:
         st.caption("No recorded baseline of these prompts at this concurrency to race against: record one with "
                    "`python -m specviz record --spec none` and the same prompts.")
@@ -230,16 +269,28 @@ def race_button(pair: Pair | None, req: Request) -> None:
     if req.request_id not in {r.request_id for r in raceable_requests(pair)}:
         st.caption(f"The baseline {pair.baseline_name} has no request with this prompt to race against.")
         return
-    col, note = st.columns([1, 3], vertical_alignment="center")
-    col.button("🏁 Race it against the baseline", key="pg_race_open", type="primary", on_click=_open_race,
+    col, note = st.columns([1.5, 2.5], vertical_alignment="center")  # the label whole at 1280 px
+    col.button("Race it against the baseline", key="pg_race_open", type="primary", icon=":material/sports_score:", on_click=_open_race,
                args=(req.request_id,), width="stretch")
     note.caption(f"Replays this request beside the baseline's request with the same prompt "
                  f"({pair.baseline_name}), side by side at the pace they were recorded.")
 
 
+def _headline_markup(run: Run, pair: Pair | None, raced_by: list[str]) -> str:
+    if pair is not None:
+        h = headline(run, pair.baseline)
+    elif is_baseline(run):
+        h = baseline_headline(run, raced_by)
+    else:
+        h = None
+    return headline_html(h) if h is not None else ""
+
+
 def recorded_run_with_race(run: Run, name: str | None) -> None:
-    """The recorded-run view with its race button, or the race itself once asked for."""
-    pair = find_baseline(run, [e for e in sample_entries() if e[0] != name])
+    """The recorded-run view with its headline and race button, or the race itself once asked for."""
+    others = [e for e in sample_entries() if e[0] != name]
+    pair = find_baseline(run, others) if is_speculative(run) else None
+    raced_by = raced_against(run, others) if is_baseline(run) else []
     if st.session_state.get(VIEW) == "race" and pair is not None:
         req = next((r for r in raceable_requests(pair) if r.request_id == st.session_state.get(RACE_REQUEST)), None)
         if req is not None:
@@ -250,7 +301,8 @@ def recorded_run_with_race(run: Run, name: str | None) -> None:
             race_view(race, "rec_race")
             return
     st.session_state[VIEW] = "steps"
-    ui.recorded_run_view(run, on_request=lambda r: request_header(pair, r))
+    ui.recorded_run_view(run, on_request=lambda r: request_header(pair, r, raced_by if is_baseline(run) else None),
+                         headline_markup=_headline_markup(run, pair, raced_by))
 
 
 # ---- the live race (Playground > Local engine) ---------------------------------------------------
@@ -312,7 +364,7 @@ def run_live_race(engine: SharedEngine, model: str, spec, prompt: str, *, max_to
 
 
 def live_race_button(container, disabled_why: str | None, on_click: Callable[[], None]) -> bool:
-    return container.button("🏁 Race", key="pg_race", disabled=disabled_why is not None, on_click=on_click,
+    return container.button("Race", key="pg_race", icon=":material/sports_score:", disabled=disabled_why is not None, on_click=on_click,
                             help=disabled_why or "Generate this prompt without drafting and with the chosen method, "
                                                  "one engine after the other, then replay both side by side")
 

@@ -59,7 +59,7 @@ def phase_html(request: Request, phase: int) -> str:
         return f'<div class="sv-row"><span class="sv-stepno">{escape(label)}</span>{chips}</div>'
 
     def undecided(texts: list[str]) -> str:
-        return "".join(_span(t, "sv-plain", "proposed draft, not yet decided") for t in texts)
+        return "".join(_span(t, "sv-undecided", "proposed draft, not yet decided") for t in texts)
 
     rows = [row("prompt", escape(request.prompt))]
     if phase == 0:

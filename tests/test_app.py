@@ -1,10 +1,12 @@
 """AppTest: every page opens on the embedded default and shows what the run file holds."""
 
+import re
+
 import pytest
 from conftest import html_of
 from streamlit.testing.v1 import AppTest
 
-from specviz.render import output_roles, step_roles
+from specviz.render import output_roles, step_roles, step_summary
 from specviz.runfile import SAMPLE_RUNS_DIR, list_run_files, load_run
 from specviz.showcase import example_step, opening_request
 
@@ -33,8 +35,7 @@ def test_every_sample_run_renders_the_counts_in_its_file(app):
         for role in ("accepted", "rejected", "correction", "discarded", "bonus", "plain"):
             # each role appears once in the legend, in the example step, then in the output and the shown steps
             expected = 1 + example.count(role) + out_roles.count(role) + roles.count(role)
-            marked = html.count(f'class="sv-chip sv-{role} sv-diverge"')  # the token where it parts from its baseline
-            assert html.count(f'class="sv-chip sv-{role}"') + marked == expected, (path.name, role)
+            assert len(re.findall(f'class="sv-chip sv-{role}[" ]', html)) == expected, (path.name, role)
         seen |= set(roles)
     assert seen == {"accepted", "rejected", "correction", "discarded", "bonus", "plain"}
 
@@ -70,16 +71,23 @@ def test_playground_local_engine_controls_without_an_engine(app):
 def test_step_through_walks_one_step_at_a_time(app):
     ngram = next(p for p in list_run_files() if "ngram" in p.name)
     app.selectbox(key="run_file").set_value(str(ngram.relative_to(SAMPLE_RUNS_DIR))).run()  # "showcase/..."
+    assert 'class="sv-example"' in html_of(app)  # the example step, until presenting
     app.toggle(key="step_through").set_value(True).run()
     assert not app.exception, app.exception
-    assert app.slider(key="step_at").value == 1
-    app.button(key="step_next").click().run()
-    app.button(key="step_next").click().run()
-    assert app.slider(key="step_at").value == 3
-    app.button(key="step_prev").click().run()
-    assert app.slider(key="step_at").value == 2
     run = load_run(ngram)
-    assert any(f"of {len(run.requests[opening_request(run)].steps)}" in m.value for m in app.markdown)
+    req = run.requests[opening_request(run)]
+    first = example_step(req) + 1  # opens on a step that shows speculation, not on the prefill
+    assert app.slider(key="step_at").value == first and req.steps[first - 1].num_accepted > 0
+    assert 'class="sv-example"' not in html_of(app)  # one step number on screen: the presenter's
+    assert [m.value for m in app.markdown if m.value.startswith("##### Step ")] == [
+        f"##### Step {first} of {len(req.steps)}: {step_summary(req.steps[first - 1])}"]
+    app.button(key="step_next").click().run()
+    app.button(key="step_next").click().run()
+    assert app.slider(key="step_at").value == first + 2
+    app.button(key="step_prev").click().run()
+    assert app.slider(key="step_at").value == first + 1
+    [keys] = [h.proto.body for h in app.get("html")]  # the arrow keys press these buttons in a browser
+    assert '"step_prev"' in keys and '"step_next"' in keys and "keydown" in keys
 
 
 # ---- throughput page -------------------------------------------------------------------------------
@@ -383,8 +391,31 @@ def test_methods_page_shows_the_trials_that_ran_and_the_errors_of_those_that_did
     at = AppTest.from_file("../app.py", default_timeout=240)
     at.switch_page("app_pages/methods.py").run()
     assert not at.exception, at.exception
-    trials = [d.value for d in at.dataframe if "ran" in d.value.columns]
-    assert len(trials) == 1 and trials[0]["ran"].tolist() == [True, False]
-    assert [e.label for e in at.expander if e.label.startswith("dspark")] == [
-        "dspark: ValueError: Model Runner V1 does not support: dspark speculative decoding"]
-    assert any("ValueError: Model Runner V1" in c.value and "more" in c.value for c in at.code)
+    [trials] = [d.value for d in at.dataframe if "outcome" in d.value.columns]
+    assert trials["method"].tolist() == ["ngram", "dspark"]  # one row per method
+    assert trials["outcome"].tolist() == ["ran", "failed"]
+    assert trials["why it failed"].tolist()[1] == "ValueError: Model Runner V1 does not support: dspark speculative decoding"
+    assert trials["platform"].tolist() == ["cpu (test cpu), vLLM 0.32.0"] * 2
+    assert any("on CPU (test cpu)" in c.value and "Llama-architecture targets (tiny" in c.value for c in at.caption)
+    [errors] = [e for e in at.expander if e.label.startswith("The full error messages")]  # not one per failure
+    assert errors.label == "The full error messages (1 distinct)"
+    assert [c.value for c in at.code if "ValueError: Model Runner V1" in c.value] == [
+        "ValueError: Model Runner V1 does not support: dspark speculative decoding\nmore"]
+
+
+def test_methods_config_builder_keeps_what_the_user_typed_and_refuses_a_conflict():
+    at = AppTest.from_file("../app.py", default_timeout=240)
+    at.switch_page("app_pages/methods.py").run()
+    at.text_input(key="methods_target").set_value("my-org/MyTarget-70B").run()
+    at.slider(key="methods_k").set_value(5).run()
+    at.selectbox(key="methods_method").set_value("eagle3").run()
+    assert not at.exception, at.exception
+    assert at.text_input(key="methods_target").value == "my-org/MyTarget-70B"  # typed: kept
+    assert at.slider(key="methods_k").value == 5  # kept
+    assert any("vllm serve my-org/MyTarget-70B" in c.value and '"num_speculative_tokens": 5' in c.value
+               for c in at.code)
+    at.text_input(key="methods_extra").set_value('{"num_speculative_tokens": 7}').run()
+    assert any("num_speculative_tokens is 7 there but 5 above" in e.value for e in at.error)
+    assert not any("--speculative-config" in c.value for c in at.code)  # refused, not silently 7
+    at.text_input(key="methods_extra").set_value('{"num_speculative_tokens": 5, "draft_tensor_parallel_size": 1}').run()
+    assert not at.error and any('"draft_tensor_parallel_size": 1' in c.value for c in at.code)

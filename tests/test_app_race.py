@@ -40,7 +40,7 @@ def test_playground_opens_on_the_best_speculative_run(app, entries):
     html = html_of(app)
     for role in ("accepted", "rejected", "correction"):  # beyond the legend's sample chip
         assert html.count(f'class="sv-chip sv-{role}"') > 1, role
-    assert app.button(key="pg_race_open").label.startswith("🏁 Race")
+    assert app.button(key="pg_race_open").label == "Race it against the baseline"
 
 
 def test_timeline_brush_chooses_the_step_rows(app, entries):
@@ -86,6 +86,15 @@ def test_the_race_is_one_click_away_and_ends_on_the_speedup(app, entries):
     assert len(re.findall(r'class="sv-lane( sv-lane-spec)?"', html)) == 2 and "baseline (no drafting)" in html
     assert race.spec_label(run) in html
     assert app.button(key="rec_race_play").label == "⏸ Pause"  # the click started it
+    # while it plays, the browser moves it on: a script with the lanes' times, for the track drawn
+    [script] = [h.proto.body for h in app.get("html") if "<script>" in h.proto.body]
+    replay_id = re.search(r'const D = .*, id = "(\w+)", done = ', script).group(1)
+    assert f'class="sv-replay sv-replay-{replay_id}"' in html_of(app)
+    assert '"rec_race_done"' in script  # pressed by the replay at the finish line:
+    app.button(key="rec_race_done").click().run()
+    assert app.button(key="rec_race_play").label == "↻ Race again"
+    app.button(key="rec_race_play").click().run()  # and again from the start
+    assert app.button(key="rec_race_play").label == "⏸ Pause"
 
     # single-step: pauses, and the race clock moves to the next recorded event
     pair = race.find_baseline(run, [e for e in entries if e[0] != name])
@@ -94,7 +103,8 @@ def test_the_race_is_one_click_away_and_ends_on_the_speedup(app, entries):
     t = app.session_state["rec_race_t"]
     assert t == pytest.approx(the_race.next_event(0.0), abs=0.2)  # (plus the little it played before)
     assert app.button(key="rec_race_play").label == "▶ Resume"
-    clock = re.search(r"race clock ([\d.]+) s of ([\d.]+) s", html_of(app))
+    assert not [h for h in app.get("html") if "<script>" in h.proto.body]  # paused: no replay in the browser
+    clock = re.search(r"race clock <span class=\"sv-clock-t\">([\d.]+) s</span> of ([\d.]+) s", html_of(app))
     assert float(clock.group(2)) == pytest.approx(the_race.duration_s, abs=0.051)  # 2 decimals, 1 from 10 s
 
     app.select_slider(key="rec_race_speed").set_value(4.0).run()

@@ -206,12 +206,12 @@ def test_trials_merge_into_known_to_run(tmp_path):
     trials = load_trials(path)
     entries = {m.name: m for m in catalog.catalog(trials)}
     ngram = [r.text for r in entries["ngram"].known_to_run]
-    assert "cpu (tried here with vLLM 0.32.0: ran, mean acceptance length 2.10)" in ngram
+    assert "cpu (tried here with vLLM 0.32.0: ran, mean acceptance length 2.10 (tiny))" in ngram
     assert not any("design notes" in t for t in ngram), "the trials file replaces the design notes for its platform"
     assert "cuda (vLLM docs)" in ngram
     assert [r.text for r in entries["dspark"].known_to_run] == [
         "cpu (tried here with vLLM 0.32.0: failed: ValueError: Model Runner V1 does not support: dspark "
-        "speculative decoding)"]
+        "speculative decoding (Llama-architecture target tiny))"]
     assert any("design notes" in r.text for r in entries["draft_model"].known_to_run)  # not tried: kept
 
 
@@ -266,3 +266,41 @@ def test_methods_table_and_trials_option(capsys, tmp_path):
     path.write_text("{}")
     assert main(["methods", "--trials", str(path)]) == 2
     assert "not a specviz method-trials file" in capsys.readouterr().err
+
+
+def test_each_method_is_known_to_run_once_and_tried_in_one_table_row(tmp_path):
+    trial = {"method": "eagle3", "draft": "head", "ran": True, "error": None, "note": ""}
+    failed = {"draft": None, "ran": False, "error": "NotImplementedError: Unsupported speculative method: 'mtp'\nTb",
+              "mean_acceptance_length": None, "note": "server did not start"}
+    path = tmp_path / "method_trials.json"
+    path.write_text(json.dumps(_trials(trials=[
+        trial | {"target": "tiny", "mean_acceptance_length": 3.4},
+        trial | {"target": "SmolLM2", "mean_acceptance_length": 1.0},
+        failed | {"method": "mtp", "target": "tiny"}, failed | {"method": "mtp", "target": "SmolLM2"},
+        failed | {"method": "deepseek_mtp", "target": "tiny"}])))
+    trials = load_trials(path)
+    entries = {m.name: m for m in catalog.catalog(trials)}
+    tried = [r.text for r in entries["eagle3"].known_to_run if "tried here" in r.text]
+    assert tried == ["cpu (tried here with vLLM 0.32.0: ran, mean acceptance length 3.40 (tiny), 1.00 (SmolLM2))"]
+    rows = catalog.trials_table(trials)
+    assert [r["method"] for r in rows] == ["eagle3", "mtp, deepseek_mtp"]  # the same outcome and reason: one row
+    assert rows[1]["why it failed"] == "NotImplementedError: Unsupported speculative method: 'mtp'"
+    assert catalog.trial_errors(trials) == [("mtp, deepseek_mtp", failed["error"])]
+
+
+def test_the_config_builder_keeps_a_typed_target_and_k_and_refuses_a_conflicting_field():
+    from specviz.config import ConfigError
+
+    typed = catalog.after_method_change("ngram", "eagle3", target="my-org/MyTarget-70B", draft="", k=5, max_k=32)
+    assert typed["target"] == "my-org/MyTarget-70B" and typed["k"] == 5
+    assert typed["draft"] == catalog.method_info("eagle3").examples[0].draft
+    example = catalog.method_info("ngram").examples[0].target  # not typed: the new method's example
+    assert catalog.after_method_change("ngram", "eagle3", target=example, draft="", k=5, max_k=32)["target"] \
+        == catalog.method_info("eagle3").examples[0].target
+    d = {"method": "ngram", "num_speculative_tokens": 3}
+    assert catalog.merge_other_fields(d, '{"prompt_lookup_max": 4}') == d | {"prompt_lookup_max": 4}
+    assert catalog.merge_other_fields(d, '{"num_speculative_tokens": 3}') == d
+    with pytest.raises(ConfigError, match="num_speculative_tokens is 7 there but 3 above"):
+        catalog.merge_other_fields(d, '{"num_speculative_tokens": 7}')
+    with pytest.raises(ConfigError, match="must be a JSON object"):
+        catalog.merge_other_fields(d, "[1]")

@@ -1,6 +1,6 @@
 from conftest import make_step
 
-from specviz.render import output_html, output_roles, step_html, step_roles, visible
+from specviz.render import output_html, output_roles, pieces_html, step_html, step_roles, visible
 from specviz.runfile import Step
 
 
@@ -38,7 +38,40 @@ def test_output_html_escapes_and_keeps_newlines(weather_run):
     req = weather_run.requests[0]
     steps = [s.model_copy(update={"sampled_texts": ["<b>\n"] * len(s.sampled_token_ids)}) for s in req.steps]
     html = output_html(req.model_copy(update={"steps": steps}))
-    assert "<b>" not in html and html.count("&lt;b&gt;<br>") == len(req.output_token_ids)
+    assert "<b>" not in html and html.count("&lt;b&gt;</span><br>") == len(req.output_token_ids)
+
+
+def test_code_breaks_where_the_text_breaks_and_keeps_its_indentation():
+    pieces = [("def", "plain"), (" f", "accepted"), ("():", "correction"), ("\n        ", "accepted"),
+              ("return", "bonus"), (" x", "accepted"), (")\n", "correction"), ("  <y>", "plain")]
+    html = pieces_html(pieces)
+    # one span per piece, each with its role's class
+    assert html.count('class="sv-chip ') == len(pieces)
+    # newline + 8 spaces: a line break, the indentation kept (uncoloured), the colour as a thin mark
+    assert ('<span class="sv-chip sv-accepted sv-brk sv-mark" title="accepted draft"><br>        </span>'
+            in html)
+    # visible text and a newline: the text coloured, then the break
+    assert '<span class="sv-chip sv-correction sv-brk" title="' in html
+    assert '<span class="sv-ink">)</span><br></span>' in html
+    # ordinary tokens stay ordinary chips; text stays escaped, spaces included
+    assert '<span class="sv-chip sv-accepted" title="accepted draft"> f</span>' in html
+    assert "&lt;y&gt;" in html and "<y>" not in html
+    # no raw newline reaches the markdown (a blank line would end Streamlit's HTML block)
+    assert "\n" not in html
+
+
+def test_blank_and_indented_pieces_escape_and_mark_new():
+    html = pieces_html([("\n\n", "bonus"), ("\n  <b>&", "accepted")], newest=1)
+    assert 'sv-bonus sv-brk sv-mark" title="bonus token (all drafts accepted)"><br><br></span>' in html
+    assert 'sv-accepted sv-brk sv-new"' in html
+    assert '<br>  <span class="sv-ink">&lt;b&gt;&amp;</span></span>' in html
+
+
+def test_step_chips_keep_visible_whitespace_marks():
+    step = _texts(make_step(1, [1, 2], [1, 3]), ["\n    ", "x"], ["\n    ", "y"])
+    html = step_html(step)
+    assert "<br>" not in html and "\n" not in html
+    assert '<span class="sv-ws">↵</span>' + '<span class="sv-ws">␣</span>' * 4 in html
 
 
 def test_a_marked_output_token_is_outlined_in_its_step_row_with_its_hover_text(weather_run):

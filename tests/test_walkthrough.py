@@ -10,7 +10,7 @@ def test_the_weather_step_phase_by_phase():
     assert (step.num_drafts, step.num_accepted, len(step.committed_token_ids)) == (4, 2, 3)
     pages = [walkthrough.phase_html(req, i) for i in range(len(walkthrough.PHASES))]
     assert len(set(pages)) == len(pages)
-    assert "sv-accepted" not in pages[0] and pages[0].count("sv-plain") == 4
+    assert "sv-accepted" not in pages[0] and pages[0].count("sv-undecided") == 4
     assert pages[1].count("✓") == 2 and pages[1].count("✗") == 1
     assert pages[2].count("sv-chip sv-accepted") == 2 and "sv-correction" not in pages[2]
     assert "sv-chip sv-rejected" in pages[3] and "sv-chip sv-correction" in pages[3] and "sv-discarded" not in pages[3]
