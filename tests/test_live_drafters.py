@@ -13,7 +13,7 @@ import pytest
 
 from specviz.config import SpecConfig
 from specviz.divergence import compare_runs
-from specviz.metrics import counters_acceptance, run_acceptance
+from specviz.metrics import run_acceptance, summarize
 from specviz.prompts import load_prompts
 from specviz.serving.local import LocalServer
 from specviz.serving.recording import record
@@ -76,7 +76,9 @@ def test_the_trained_drafter_is_accepted(runs, name, floor):
     # a random drafter on this target stays near 1.0; the shipped ones measured 1.75 (draft) and 1.73
     # (eagle3) at k=3 on held-out chat (sample_runs/drafters/)
     assert acc.mean_acceptance_length >= floor, acc
-    assert acc == counters_acceptance(run.meta.vllm_counters)
+    # the showcase prompts share a long prefix, so vLLM pads some first steps (counted as rejected drafts
+    # by its counters, left out of specviz's figures): compare as vLLM counts
+    assert summarize(run).counters_match
 
 
 def test_compare_says_identical_for_the_float32_pair_and_not_a_tie_for_sampled_output_relabelled_greedy(
