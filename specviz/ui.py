@@ -17,6 +17,8 @@ from .platforms import pitfall_hints
 from .runfile import Request, Run
 from .sweep import Sweep, SweepError, load_sweep
 from .sweep_table import sweep_table
+from .ui_untraced import untraced_request_view
+from .untraced_steps import has_step_arrays
 
 
 def provenance(run: Run) -> str:
@@ -45,7 +47,8 @@ def _fmt(value: float | None, pattern: str) -> str:
 
 def metrics_row(s: Summary, container=st) -> None:
     cols = container.columns(5)
-    cols[0].metric("engine steps", s.num_steps)
+    cols[0].metric("engine steps", s.num_steps or "–",
+                   help=None if s.num_steps else "counted by the specviz tracer; unknown without it")
     cols[1].metric("mean acceptance length", _fmt(s.mean_acceptance_length, "{:.2f}"),
                    help="tokens committed per target pass when drafts were verified: 1 + accepted / drafts")
     cols[2].metric("draft acceptance rate", _fmt(s.draft_acceptance_rate, "{:.0%}"))
@@ -75,6 +78,10 @@ def request_view(req: Request, caption: str, *, steps: slice | None = None, char
     With `timeline_key`, the acceptance timeline is drawn above the step rows and its brush chooses
     the rows (overriding `steps`).
     """
+    if not req.steps and has_step_arrays(req):  # no tracer, but vLLM's per-step counts: the tracer-free view
+        untraced_request_view(req, caption, container=container, chart_key=chart_key, timeline_key=timeline_key,
+                              steps=steps)
+        return
     padded = any(s.num_padded_drafts for s in req.steps)
     container.markdown(render.CSS + render.legend_html(padded), unsafe_allow_html=True)
     left, right = container.columns([3, 2])
@@ -114,19 +121,29 @@ def per_request_table(run: Run, key: str) -> None:
         "request": [r.request_id for r in run.requests],
         "output tokens": [len(r.output_token_ids) for r in run.requests],
         "steps": [len(r.steps) for r in run.requests],
-        "acceptance length": [request_acceptance_length(r) for r in run.requests],
+        "acceptance length": [_acceptance_length(r) for r in run.requests],
         "finish": [r.finish_reason or ("failed: " + r.error[:80] if r.error else None) for r in run.requests],
     }), key=key, hide_index=True)
+
+
+def _acceptance_length(req: Request) -> float | None:
+    """From the tracer's steps; without them, vLLM's own figure for the request (padded slots count as rejected)."""
+    if req.steps or req.spec_decode_metrics is None or not req.spec_decode_metrics.num_spec_steps:
+        return request_acceptance_length(req)
+    return req.spec_decode_metrics.mean_acceptance_length
 
 
 def chunks_view(req: Request, container=st) -> None:
     """Without the tracer: what the stream itself shows, and vLLM's own per-request figures if sent."""
     if not req.stream_chunks:
-        container.info("No per-step records: the server ran without the specviz tracer.")
+        container.info("No per-step records: the server ran without the specviz tracer and without "
+                       "--per-request-spec-decode-metrics detailed.")
         return
     sizes = [len(c.token_ids) for c in req.stream_chunks]
     container.markdown("**The stream, chunk by chunk** (no tracer: drafts are not visible, but each chunk is "
-                       "one engine step while the client keeps up, so its size is the tokens that step committed)")
+                       "one engine step while the client keeps up, so its size is the tokens that step committed). "
+                       "Start vLLM with `--per-request-spec-decode-metrics detailed` for the step view without "
+                       "the tracer.")
     container.markdown(render.CSS + render.chunks_legend_html(), unsafe_allow_html=True)
     container.markdown(render.chunks_html(req.stream_chunks), unsafe_allow_html=True)
     m = req.spec_decode_metrics

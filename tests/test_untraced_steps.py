@@ -230,3 +230,52 @@ def test_long_requests_tile_quickly():
     placed = place_steps(untraced_request(chunks, accepted, [3] * 400), k=3)
     assert placed.placement == "approximate"  # a=0 steps among 1-token steps: placed, but not provably
     assert sum(len(s.token_ids) for s in placed.steps) == sum(len(c) for c in chunks)
+
+
+def test_the_step_rows_show_committed_tokens_by_role_and_rejected_drafts_as_a_textless_count():
+    from specviz import render
+
+    req = untraced_request([[10], [11, 12, 13], [14, 15, 16, 17], [18]], [2, 3, 0], [3, 3, 3])
+    req = req.model_copy(update={"output_token_texts": ["<b>", " sunny", " and", " clear", "a", "b", "c", "d", "e"]})
+    placed = place_steps(req, k=3)
+    roles = [render.untraced_step_roles(s) for s in placed.steps]
+    assert roles[1] == [(" sunny", "accepted"), (" and", "accepted"), (" clear", "correction")]
+    assert roles[2][-1] == ("d", "bonus") and roles[3] == [("e", "correction")]
+    html = render.untraced_steps_html(placed.steps)
+    assert "&lt;b&gt;" in html and "<b>" not in html  # token text is escaped
+    assert html.count("rejected — their text needs the tracer") == 2  # 1 of step 2 and 3 of step 4
+    assert "1 draft rejected — their text needs the tracer" in html
+    assert "3 drafts rejected — their text needs the tracer" in html
+    assert render.untraced_step_summary(placed.steps[1]) == "3 drafts, 2 accepted, 1 rejected: 3 tokens for one target pass"
+
+
+def test_an_approximately_placed_step_is_marked():
+    from specviz import render
+
+    placed = place_steps(untraced_request([[1], [2, 3, 4], [5], [6]], [2, 0], [3, 3]), k=3)
+    html = render.untraced_step_html(placed.steps[2], "step 3")
+    assert "sv-approx" in html and "≈ step 3" in html
+    assert "sv-approx" not in render.untraced_step_html(placed.steps[1], "step 2")
+
+
+def test_the_timeline_from_the_arrays_alone():
+    from specviz.charts.timeline import arrays_timeline, arrays_timeline_table
+
+    table = arrays_timeline_table([2, 3, 0], [3, 3, 3])
+    assert list(table["part"]) == ["accepted drafts", "rejected + discarded drafts", "accepted drafts",
+                                   "all accepted: bonus token", "rejected + discarded drafts"]
+    assert list(table["step"]) == [1, 1, 2, 2, 3] and list(table["committed"]) == [3, 3, 4, 4, 1]
+    spec = arrays_timeline([2, 3, 0], [3, 3, 3]).to_dict()
+    assert "verify step" in spec["encoding"]["x"]["title"]
+
+
+def test_the_rows_between_two_verify_steps_include_the_steps_without_drafts_among_them():
+    from specviz.ui_untraced import rows_between
+
+    # prefill, v1, no-draft, v2, no-draft
+    placed = place_steps(untraced_request([[1], [2, 3], [4], [5, 6, 7], [8]], [1, 2], [2, 3], finish_reason="abort"),
+                         k=3)
+    assert [s.verify_index for s in placed.steps] == [None, 0, None, 1, None]
+    assert rows_between(placed, 1, 1) == (placed.steps[0:2], 0)
+    assert rows_between(placed, 2, 2) == (placed.steps[3:], 3)
+    assert rows_between(placed, 1, 2) == (placed.steps, 0)

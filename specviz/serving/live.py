@@ -89,7 +89,8 @@ class LiveGeneration:
         run = build_run(self.server, [res if reason is None else _as_cut_off(res)], {self.request_id: self._steps},
                         run_id=self.run_id,
                         prompt_set="playground", concurrency=1, max_tokens=self.sampling["max_tokens"],
-                        sampling=self.sampling, incomplete_reason=reason, user_messages=self.user_messages)
+                        sampling=self.sampling, incomplete_reason=reason, user_messages=self.user_messages,
+                        decode=self._decode)
         return run, done
 
 
