@@ -30,7 +30,7 @@ from specviz.serving.local import LocalServer
 from specviz.serving.recording import load_tokenizer, record, warmup_prompts
 from specviz.serving.server import local_device, vllm_version
 from specviz.train import DRAFTER_SPECS
-from specviz.untraced_steps import place_steps
+from specviz.untraced_steps import has_step_arrays, place_steps
 
 K = 3
 NGRAM = {"method": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 4}
@@ -47,10 +47,13 @@ def compare(run) -> dict:
                merged_chunks=0)
     for req in run.requests:
         m = req.spec_decode_metrics
-        if m is None or m.per_step_accepted is None:
+        if not has_step_arrays(req):
             raise SystemExit(f"request {req.request_id} carries no per-step arrays: is the server 'detailed'?")
         truth = [s for s in req.steps if s.verified]
-        arrays = list(zip(m.per_step_drafted, m.per_step_accepted))
+        arrays = list(zip(m.per_step_drafted or [], m.per_step_accepted or []))  # vLLM leaves out empty arrays
+        if len(arrays) != len(truth):
+            raise SystemExit(f"request {req.request_id}: {len(arrays)} verify steps in vLLM's arrays, {len(truth)} "
+                             "traced")
         placed = place_steps(req, k=K)
         row["requests"] += 1
         row["verify_steps"] += len(truth)

@@ -64,7 +64,7 @@ def untraced_request_view(req: Request, caption: str, *, container=st, chart_key
 def placement_note(placed: UntracedSteps, container=st) -> None:
     """Says how sure the token placement is, and why."""
     text = (f"{PLACEMENT_HEADLINE[placed.placement]}: {placed.num_exact_verify_steps} of {placed.num_verify_steps} "
-            f"verify steps placed exactly. {placed.why[0].upper()}{placed.why[1:]}.")
+            f"verify steps placed exactly: {placed.why}.")
     (container.success if placed.placement == "exact" else container.info)(text)
 
 

@@ -93,7 +93,7 @@ class UntracedSteps(Frozen):
     """A request's steps rebuilt from vLLM's arrays and its stream, with how sure the placement is."""
 
     placement: Placement
-    why: str  # one sentence a reader can act on
+    why: str  # why the placement is what it is, one sentence
     per_step_accepted: list[int]
     per_step_drafted: list[int]
     steps: list[UntracedStep]  # one tiling of the output (empty when unaligned or without arrays)
@@ -107,9 +107,14 @@ class UntracedSteps(Frozen):
 
 
 def has_step_arrays(req: Request) -> bool:
-    """True when vLLM sent this request's per-step arrays (the server ran with `detailed`)."""
+    """True when vLLM sent this request's per-step arrays (the server ran with `detailed`).
+
+    vLLM leaves the arrays out when they are empty, so a request that verified no drafts
+    (num_spec_steps 0) has them, empty, whichever level the server ran at.
+    """
     m = req.spec_decode_metrics
-    return m is not None and m.per_step_accepted is not None and m.per_step_drafted is not None
+    return m is not None and ((m.per_step_accepted is not None and m.per_step_drafted is not None)
+                              or m.num_spec_steps == 0)
 
 
 def arrays_acceptance(metrics: RequestSpecDecodeMetrics, k: int | None = None) -> Acceptance:
@@ -136,7 +141,7 @@ def place_steps(req: Request, k: int | None = None) -> UntracedSteps:
                if req.spec_decode_metrics is None or req.spec_decode_metrics.per_step_accepted is None else "")
         return _without_steps("no arrays", why or "no per-step arrays", [], [])
     m = req.spec_decode_metrics
-    accepted, drafted = list(m.per_step_accepted), list(m.per_step_drafted)
+    accepted, drafted = list(m.per_step_accepted or []), list(m.per_step_drafted or [])
     if len(accepted) != len(drafted) or any(a > d for a, d in zip(accepted, drafted)):
         return _without_steps("unaligned", "vLLM's arrays disagree with each other (lengths, or more accepted "
                               "than drafted)", accepted, drafted)
@@ -178,14 +183,14 @@ def _why(placement: Placement, n_verify: int, exact: int, merged: int, n_steps: 
     how = ("each stream chunk is one step (its size is accepted + 1, or 1 for a step without drafts)" if one_per_chunk
            else f"the client fell behind: {merged} chunks merge several steps")
     if placement == "exact":
-        return f"exact: {how}, and the {n_verify} verify steps and {no_draft} steps without drafts fit one way only"
+        return f"{how}, and the {n_verify} verify steps and {no_draft} steps without drafts fit one way only"
     causes = []
     if not one_per_chunk:
         causes.append("the order of the steps inside a merged chunk is not in vLLM's arrays")
     if no_draft:
         causes.append("steps that drafted nothing are not in vLLM's arrays, so a 1-token chunk can be such a step "
                       "or a verify step that accepted nothing")
-    return (f"approximate: {how}, but {n_verify - exact} of {n_verify} verify steps could sit at more than one "
+    return (f"{how}, but {n_verify - exact} of {n_verify} verify steps could sit at more than one "
             f"place: " + "; ".join(causes or ["the first step may be one vLLM padded"]) + ". The counts per step "
             "are exact; the tokens shown for those steps are one possibility, marked ≈")
 

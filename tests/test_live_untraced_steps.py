@@ -13,7 +13,7 @@ import pytest
 from specviz.config import SpecConfig
 from specviz.serving.local import LocalServer
 from specviz.serving.recording import record
-from specviz.untraced_steps import place_steps
+from specviz.untraced_steps import has_step_arrays, place_steps
 
 pytestmark = pytest.mark.live
 
@@ -48,9 +48,11 @@ def test_vllm_per_step_arrays_equal_the_tracer_step_by_step(tiny_pair, method):
             exact_requests = exact_steps = verify_steps = 0
             for req in run.requests:
                 m = req.spec_decode_metrics
-                assert m is not None and m.per_step_accepted is not None, "the server sent no per-step arrays"
+                assert has_step_arrays(req), "the server sent no per-step arrays"
                 truth = tracer_verify_steps(req)
-                assert list(zip(m.per_step_drafted, m.per_step_accepted)) == truth, (concurrency, req.request_id)
+                # vLLM leaves the arrays out when a request verified no drafts
+                assert list(zip(m.per_step_drafted or [], m.per_step_accepted or [])) == truth, \
+                    (concurrency, req.request_id)
                 assert any(a for _, a in truth) or method == "ngram"  # the draft model gets drafts accepted
                 placed = place_steps(req, k=3)
                 assert placed.placement in ("exact", "approximate"), placed.why

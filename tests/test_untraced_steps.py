@@ -72,7 +72,7 @@ def test_the_worked_example_has_one_tiling_and_every_step_is_exact():
     assert third.num_rejected == 3  # nothing accepted: 18 is the target's correction, 3 drafts rejected
     assert [s.chunk_index for s in placed.steps] == [0, 1, 2, 3]
     assert [s.time_s for s in placed.steps] == [1.0, 2.0, 3.0, 4.0]
-    assert placed.why.startswith("exact")
+    assert placed.why.startswith("each stream chunk is one step")
 
 
 def test_a_verify_step_that_accepted_nothing_beside_a_step_without_drafts_is_approximate():
@@ -279,3 +279,12 @@ def test_the_rows_between_two_verify_steps_include_the_steps_without_drafts_amon
     assert rows_between(placed, 1, 1) == (placed.steps[0:2], 0)
     assert rows_between(placed, 2, 2) == (placed.steps[3:], 3)
     assert rows_between(placed, 1, 2) == (placed.steps, 0)
+
+
+def test_a_request_that_verified_no_drafts_has_empty_arrays_which_vllm_leaves_out():
+    req = untraced_request([[1], [2], [3]], [], [])
+    req = req.model_copy(update={"spec_decode_metrics": req.spec_decode_metrics.model_copy(
+        update={"per_step_accepted": None, "per_step_drafted": None})})  # as vLLM sends it: no empty arrays
+    assert has_step_arrays(req)
+    placed = place_steps(req, k=3)
+    assert placed.placement == "exact" and shape(placed) == [(None, 0, 1, True)] * 3
