@@ -74,3 +74,24 @@ def test_record_says_what_an_untraced_run_holds_of_the_step_view():
     stripped = run.model_copy(update={"requests": [r.model_copy(update={"spec_decode_metrics": None})
                                                    for r in run.requests]})
     assert "--per-request-spec-decode-metrics detailed" in untraced_step_note(stripped)
+
+
+def test_an_attached_server_is_told_which_step_view_it_allows_and_the_one_flag_it_needs():
+    script = '''
+import streamlit as st
+from specviz.serving.attached import STEP_ARRAYS_VIEW, TRACER_VIEW, View
+from specviz.ui_untraced import step_view_note
+arrays, tracer = st.session_state.get("case", (None, False))
+step_view_note([View(STEP_ARRAYS_VIEW, arrays, ""), View(TRACER_VIEW, tracer, "")])
+'''
+    shown = {}
+    for case in ((None, False), (False, False), (True, False), (True, True)):
+        at = AppTest.from_string(script, default_timeout=30)
+        at.session_state["case"] = case
+        at.run()
+        assert not at.exception, at.exception
+        shown[case] = " ".join(e.value for e in [*at.success, *at.info, *at.warning])
+    assert "Generate once" in shown[(None, False)] and "--per-request-spec-decode-metrics detailed" in shown[(None, False)]
+    assert "Add one flag" in shown[(False, False)] and "--per-request-spec-decode-metrics detailed" in shown[(False, False)]
+    assert "step view without the tracer" in shown[(True, False)]
+    assert "full step view" in shown[(True, True)]
