@@ -137,9 +137,8 @@ def place_steps(req: Request, k: int | None = None) -> UntracedSteps:
     with k unknown, the largest count drafted stands in for it.
     """
     if not has_step_arrays(req):
-        why = ("no per-step arrays: start vLLM with --per-request-spec-decode-metrics detailed"
-               if req.spec_decode_metrics is None or req.spec_decode_metrics.per_step_accepted is None else "")
-        return _without_steps("no arrays", why or "no per-step arrays", [], [])
+        return _without_steps("no arrays", "no per-step arrays: start vLLM with --per-request-spec-decode-metrics "
+                              "detailed", [], [])
     m = req.spec_decode_metrics
     accepted, drafted = list(m.per_step_accepted or []), list(m.per_step_drafted or [])
     if len(accepted) != len(drafted) or any(a > d for a, d in zip(accepted, drafted)):
@@ -167,8 +166,8 @@ def place_steps(req: Request, k: int | None = None) -> UntracedSteps:
     exact = sum(1 for s in starts if len(s) == 1)
     merged = sum(1 for n in _steps_per_chunk(steps, len(sizes)) if n > 1)
     placement: Placement = "exact" if exact == len(accepted) else "approximate"
-    return UntracedSteps(placement=placement, why=_why(placement, len(accepted), exact, merged, len(steps), one_step_per_chunk),
-                         per_step_accepted=accepted, per_step_drafted=drafted, steps=steps,
+    why = _why(placement, len(accepted), exact, merged, len(steps), one_step_per_chunk)
+    return UntracedSteps(placement=placement, why=why, per_step_accepted=accepted, per_step_drafted=drafted, steps=steps,
                          num_exact_verify_steps=exact, num_merged_chunks=merged,
                          one_step_per_chunk=one_step_per_chunk)
 
