@@ -41,7 +41,7 @@ def spec_for(method: str) -> SpecConfig:
     return SpecConfig.from_dict((NGRAM if method == "ngram" else DRAFTER_SPECS[method]) | {"num_speculative_tokens": K})
 
 
-def compare(run) -> dict:
+def compare(run, method: str) -> dict:
     """The table's figures for one run recorded with both the tracer and the arrays."""
     row = dict(requests=0, verify_steps=0, arrays_equal=0, exact_steps=0, exact_requests=0, placed_as_traced=0,
                merged_chunks=0)
@@ -54,7 +54,7 @@ def compare(run) -> dict:
         if len(arrays) != len(truth):
             raise SystemExit(f"request {req.request_id}: {len(arrays)} verify steps in vLLM's arrays, {len(truth)} "
                              "traced")
-        placed = place_steps(req, k=K)
+        placed = place_steps(req, k=K, method=method)
         row["requests"] += 1
         row["verify_steps"] += len(truth)
         row["arrays_equal"] += sum(1 for s, (d, a) in zip(truth, arrays)
@@ -91,7 +91,7 @@ def main() -> None:
                        tokenizer=tokenizer)
                 run = record(server, prompts, prompt_set=prompt_set, concurrency=c, max_tokens=args.max_tokens,
                              tokenizer=tokenizer, warmup=False)
-                rows.append((method, c, compare(run)))
+                rows.append((method, c, compare(run, method)))
                 print(f"{method} c={c}: {rows[-1][2]}", flush=True)
     platform_name, device = local_device()
     print(f"\n{Path(target).name} {args.dtype}, k={K}, prompt set '{prompt_set}' cycled to {args.num_requests} "

@@ -116,7 +116,8 @@ def untraced_step_note(run) -> str:
     if not with_arrays:
         return ("the server sent no per-step counts, so the run has no step view: start vLLM with "
                 "--per-request-spec-decode-metrics detailed (or the specviz tracer, for the draft texts)")
-    placements = [place_steps(r, k=run.meta.num_speculative_tokens).placement for r in with_arrays]
+    placements = [place_steps(r, k=run.meta.num_speculative_tokens, method=run.meta.method).placement
+                  for r in with_arrays]
     return (f"step view without the tracer: vLLM's per-step counts for {len(with_arrays)} of {len(run.requests)} "
             f"requests, tokens placed exactly for {placements.count('exact')}, approximately for "
             f"{placements.count('approximate')} (draft texts need the tracer)")

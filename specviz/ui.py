@@ -72,7 +72,7 @@ def run_notes(run: Run, s: Summary) -> None:
 
 
 def request_view(req: Request, caption: str, *, steps: slice | None = None, chart_key: str = "acc_per_pos",
-                 container=st, timeline_key: str | None = None) -> None:
+                 container=st, timeline_key: str | None = None, method: str | None = None) -> None:
     """Legend, the output coloured by origin, acceptance per position, and the step rows.
 
     With `timeline_key`, the acceptance timeline is drawn above the step rows and its brush chooses
@@ -80,7 +80,7 @@ def request_view(req: Request, caption: str, *, steps: slice | None = None, char
     """
     if not req.steps and has_step_arrays(req):  # no tracer, but vLLM's per-step counts: the tracer-free view
         untraced_request_view(req, caption, container=container, chart_key=chart_key, timeline_key=timeline_key,
-                              steps=steps)
+                              steps=steps, method=method)
         return
     padded = any(s.num_padded_drafts for s in req.steps)
     container.markdown(render.CSS + render.legend_html(padded), unsafe_allow_html=True)
@@ -192,7 +192,7 @@ def recorded_run_view(run: Run, *, on_request: Callable[[Request], None] | None 
     if n > 0 and st.toggle("Step through (presenter mode)", key="step_through"):
         step_through(req)
     else:
-        request_view(req, caption, timeline_key=f"step_timeline_{req.request_id}")
+        request_view(req, caption, timeline_key=f"step_timeline_{req.request_id}", method=run.meta.method)
 
     if len(run.requests) > 1:
         st.subheader("Per request")

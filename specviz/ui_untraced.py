@@ -27,15 +27,17 @@ PLACEMENT_HEADLINE = {
 
 
 def untraced_request_view(req: Request, caption: str, *, container=st, chart_key: str = "acc_per_pos",
-                          timeline_key: str | None = None, steps: slice | None = None) -> None:
+                          timeline_key: str | None = None, steps: slice | None = None,
+                          method: str | None = None) -> None:
     """A request recorded without the tracer but with vLLM's per-step arrays: output, acceptance, timeline, steps.
 
     The counts per verify step are vLLM's own and exact; where each step's tokens sit in the output
     is exact or approximate as `place_steps` says, and the rejected drafts are counts without text.
-    With `timeline_key` the timeline's brush chooses the rows; else `steps` slices them.
+    With `timeline_key` the timeline's brush chooses the rows; else `steps` slices them. `method` (the
+    run's drafting method) lets a model drafter's steps be placed more surely (place_steps).
     """
     m = req.spec_decode_metrics
-    placed = place_steps(req, k=m.num_spec_tokens)
+    placed = place_steps(req, k=m.num_spec_tokens, method=method)
     container.markdown(render.CSS + render.untraced_legend_html(), unsafe_allow_html=True)
     left, right = container.columns([3, 2])
     left.markdown("**Output, coloured by where each token came from** (from vLLM's per-step counts; no tracer)")

@@ -43,6 +43,10 @@ one step: chunk size = accepted + 1); only when no such reading exists has the c
 and then chunks may hold several steps. Without that rule the last chunk of almost every request
 that stopped by itself would be ambiguous (a verify step, or a step without drafts and a cut one).
 
+A model drafter (draft_model, eagle, eagle3) drafts at every step after the prefill, so for its runs
+the prefill is read as the only step without drafts when the stream fits that; otherwise (a
+preempted request recomputes without drafts) the general rules apply.
+
 `place_steps` finds every tiling at once (which start each verify step can take in some tiling),
 shows one of them, and marks a step exact when it can start at one place only. The draft texts are
 never invented: a rejected draft is a count, shown text-less.
@@ -58,6 +62,9 @@ from .metrics import Acceptance
 from .runfile import Request, RequestSpecDecodeMetrics
 
 Placement = Literal["exact", "approximate", "unaligned", "no arrays"]
+# Drafters that run a model at every decode step: after the prefill every step of theirs verifies drafts
+# (a preempted request that resumes recomputes without drafts, which the tiling then finds by itself)
+MODEL_DRAFTERS = ("draft_model", "eagle", "eagle3")
 # Finish reasons the engine decides on a step's output, and so can cut inside a step (an abort cannot)
 STOPPED_BY_THE_ENGINE = ("length", "stop")
 
@@ -100,6 +107,7 @@ class UntracedSteps(Frozen):
     num_exact_verify_steps: int  # verify steps that can sit at one place only
     num_merged_chunks: int  # chunks that carry more than one step in the tiling shown
     one_step_per_chunk: bool  # the chunks fit the arrays one step each, so they were read that way
+    only_prefill_without_drafts: bool = False  # a model drafter's stream fitted with its prefill the only such step
 
     @property
     def num_verify_steps(self) -> int:
@@ -130,11 +138,14 @@ def arrays_acceptance(metrics: RequestSpecDecodeMetrics, k: int | None = None) -
                       num_accepted_tokens_per_pos=[sum(1 for a in accepted if a > j) for j in range(width)])
 
 
-def place_steps(req: Request, k: int | None = None) -> UntracedSteps:
+def place_steps(req: Request, k: int | None = None, method: str | None = None) -> UntracedSteps:
     """The request's verify steps from vLLM's arrays, placed on its stream (see the module docstring).
 
     `k` is num_speculative_tokens: a first step that accepted 0 of k drafts may be one vLLM padded;
-    with k unknown, the largest count drafted stands in for it.
+    with k unknown, the largest count drafted stands in for it. With a `method` in MODEL_DRAFTERS
+    the prefill is taken as the only step without drafts when the stream fits that: it rules out
+    reading "prefill, then a verify step that accepted nothing" as "a padded first step, then a step
+    without drafts", which a model drafter does not make.
     """
     if not has_step_arrays(req):
         return _without_steps("no arrays", "no per-step arrays: start vLLM with --per-request-spec-decode-metrics "
@@ -150,12 +161,15 @@ def place_steps(req: Request, k: int | None = None) -> UntracedSteps:
     k = k if k is not None else max(drafted, default=0)
     rules = dict(first_may_be_padded=bool(accepted) and accepted[0] == 0 and drafted[0] == k,
                  may_stop_inside_last=req.finish_reason in STOPPED_BY_THE_ENGINE)
-    one_step_per_chunk = True
-    tiling = _Tiling(sizes, accepted, one_step_per_chunk=True, **rules)
-    if not tiling.feasible():  # the client fell behind somewhere: chunks merge steps
-        one_step_per_chunk = False
-        tiling = _Tiling(sizes, accepted, one_step_per_chunk=False, **rules)
-    if not tiling.feasible():
+    # the strictest reading that fits: one step per chunk before merged chunks (the client fell behind)
+    readings = [(per_chunk, only_prefill) for per_chunk in (True, False)
+                for only_prefill in ((True, False) if method in MODEL_DRAFTERS else (False,))]
+    for one_step_per_chunk, only_prefill in readings:
+        tiling = _Tiling(sizes, accepted, one_step_per_chunk=one_step_per_chunk, only_prefill_without_drafts=only_prefill,
+                         **rules)
+        if tiling.feasible():
+            break
+    else:
         return _without_steps(
             "unaligned", f"the {sum(sizes)} streamed tokens in {len(sizes)} chunks cannot be cut into these "
             f"{len(accepted)} verify steps (accepted + 1 tokens each) and 1-token steps: the stream is cut "
@@ -167,9 +181,11 @@ def place_steps(req: Request, k: int | None = None) -> UntracedSteps:
     merged = sum(1 for n in _steps_per_chunk(steps, len(sizes)) if n > 1)
     placement: Placement = "exact" if exact == len(accepted) else "approximate"
     why = _why(placement, len(accepted), exact, merged, len(steps), one_step_per_chunk)
+    if only_prefill:
+        why += f" ({method} drafts at every step after the prefill)"
     return UntracedSteps(placement=placement, why=why, per_step_accepted=accepted, per_step_drafted=drafted, steps=steps,
                          num_exact_verify_steps=exact, num_merged_chunks=merged,
-                         one_step_per_chunk=one_step_per_chunk)
+                         one_step_per_chunk=one_step_per_chunk, only_prefill_without_drafts=only_prefill)
 
 
 def _without_steps(placement: Placement, why: str, accepted: list[int], drafted: list[int]) -> UntracedSteps:
@@ -204,8 +220,9 @@ class _Tiling:
     """
 
     def __init__(self, sizes: Sequence[int], accepted: Sequence[int], *, first_may_be_padded: bool,
-                 may_stop_inside_last: bool, one_step_per_chunk: bool) -> None:
+                 may_stop_inside_last: bool, one_step_per_chunk: bool, only_prefill_without_drafts: bool) -> None:
         self.one_step_per_chunk = one_step_per_chunk
+        self.only_prefill_without_drafts = only_prefill_without_drafts
         self.n_tokens = sum(sizes)
         self.accepted = accepted
         self.m = len(accepted)
@@ -226,7 +243,7 @@ class _Tiling:
         limit = self.chunk_end[p]
         fits = (lambda end: end == limit) if self.one_step_per_chunk else (lambda end: end <= limit)
         moves = []
-        if fits(p + 1):
+        if fits(p + 1) and (p == 0 or not self.only_prefill_without_drafts):
             moves.append((i, p + 1, False))  # a step without drafts (the prefill when p == 0)
         if i < self.m and (p > 0 or self.first_may_be_padded):
             size = self.accepted[i] + 1

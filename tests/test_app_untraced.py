@@ -67,7 +67,7 @@ def test_record_says_what_an_untraced_run_holds_of_the_step_view():
     from specviz.__main__ import untraced_step_note
 
     run = load_run(FIXTURE)
-    placements = [place_steps(r, k=3).placement for r in run.requests]
+    placements = [place_steps(r, k=3, method="ngram").placement for r in run.requests]
     note = untraced_step_note(run)
     assert note.startswith(f"step view without the tracer: vLLM's per-step counts for 3 of 3 requests, tokens "
                            f"placed exactly for {placements.count('exact')}")

@@ -54,7 +54,7 @@ def test_vllm_per_step_arrays_equal_the_tracer_step_by_step(tiny_pair, method):
                 assert list(zip(m.per_step_drafted or [], m.per_step_accepted or [])) == truth, \
                     (concurrency, req.request_id)
                 assert any(a for _, a in truth) or method == "ngram"  # the draft model gets drafts accepted
-                placed = place_steps(req, k=3)
+                placed = place_steps(req, k=3, method=method)
                 assert placed.placement in ("exact", "approximate"), placed.why
                 exact_steps += placed.num_exact_verify_steps
                 verify_steps += placed.num_verify_steps
@@ -74,4 +74,4 @@ def test_vllm_per_step_arrays_equal_the_tracer_step_by_step(tiny_pair, method):
             # ngram's no-match steps sit beside verify steps that accepted nothing, which then cannot be told
             # apart; most steps still place exactly, and the draft model (no such steps) places whole requests
             assert exact_steps >= verify_steps / 2, (exact_steps, verify_steps)
-            assert method == "ngram" or exact_requests > 0, f"no request placed exactly at concurrency {concurrency}"
+            assert method == "ngram" or exact_requests >= len(run.requests) / 2, (concurrency, exact_requests)

@@ -288,3 +288,18 @@ def test_a_request_that_verified_no_drafts_has_empty_arrays_which_vllm_leaves_ou
     assert has_step_arrays(req)
     placed = place_steps(req, k=3)
     assert placed.placement == "exact" and shape(placed) == [(None, 0, 1, True)] * 3
+
+
+def test_a_model_drafter_has_no_step_without_drafts_after_its_prefill():
+    # prefill + a verify step that accepted nothing, or (had vLLM padded the first step) the reverse order;
+    # a draft model drafts at every step after the prefill, so only the first reading remains
+    req = untraced_request([[1], [2], [3, 4, 5]], [0, 2], [3, 3], finish_reason="abort")
+    assert place_steps(req, k=3, method="ngram").placement == "approximate"
+    placed = place_steps(req, k=3, method="draft_model")
+    assert placed.placement == "exact" and placed.only_prefill_without_drafts
+    assert shape(placed) == [(None, 0, 1, True), (0, 3, 1, True), (1, 3, 3, True)]
+    assert "draft_model drafts at every step after the prefill" in placed.why
+    # a stream that needs a second step without drafts (a preempted request recomputing) still places
+    resumed = place_steps(untraced_request([[1], [2, 3, 4], [5], [6]], [2, 0], [3, 3], finish_reason="abort"),
+                          k=3, method="eagle3")
+    assert resumed.placement == "approximate" and not resumed.only_prefill_without_drafts
