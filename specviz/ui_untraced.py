@@ -55,9 +55,8 @@ def untraced_request_view(req: Request, caption: str, *, container=st, chart_key
         first, last = arrays_timeline(placed, timeline_key, container)
         shown, start = rows_between(placed, first, last)
     elif steps is not None:
-        start = range(len(placed.steps))[steps][:1] or [0]
-        start = start[0]
-        shown = placed.steps[steps]
+        rows = range(len(placed.steps))[steps]
+        shown, start = placed.steps[steps], (rows[0] if rows else 0)
     if shown:
         container.markdown("**Verification steps** (rejected drafts are counted by vLLM; their text needs the tracer)")
         container.markdown(render.CSS + render.untraced_steps_html(shown, start=start), unsafe_allow_html=True)

@@ -95,3 +95,22 @@ step_view_note([View(STEP_ARRAYS_VIEW, arrays, ""), View(TRACER_VIEW, tracer, ""
     assert "Add one flag" in shown[(False, False)] and "--per-request-spec-decode-metrics detailed" in shown[(False, False)]
     assert "step view without the tracer" in shown[(True, False)]
     assert "full step view" in shown[(True, True)]
+
+
+def test_the_live_view_shows_the_last_step_rows_numbered_as_in_the_request():
+    run = load_run(FIXTURE)
+    req = run.requests[1]
+    n = len(place_steps(req, k=3).steps)
+    at = AppTest.from_string(f'''
+from pathlib import Path
+from specviz import ui
+from specviz.runfile import load_run
+req = load_run(Path({str(FIXTURE)!r})).requests[1]
+ui.request_view(req, "caption", steps=slice(-5, None))
+''', default_timeout=30)
+    at.run()
+    assert not at.exception, at.exception
+    html = html_of(at)
+    assert html.count('<div class="sv-row') == 5
+    assert f">step {n}</span>" in html or f">≈ step {n}</span>" in html
+    assert f"step {n - 5}<" not in html
