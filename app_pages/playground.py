@@ -5,7 +5,7 @@ import time
 import pandas as pd
 import streamlit as st
 
-from specviz import render, ui, ui_race, ui_textbook
+from specviz import render, ui, ui_race, ui_textbook, ui_untraced
 from specviz.config import ConfigError, SpecConfig
 from specviz.demo_model import demo_model_dir
 from specviz.metrics import summarize
@@ -185,6 +185,7 @@ def attached_controls() -> AttachedServer | None:
     st.dataframe(pd.DataFrame({"view": [v.name for v in views], "available": ["yes" if v.available else "no"
                                                                                for v in views],
                                "why": [v.why for v in views]}), key="pg_views", hide_index=True)
+    ui_untraced.step_view_note(views)
     return server
 
 

@@ -113,6 +113,8 @@ def cmd_record(args: argparse.Namespace) -> int:
         print(f"specviz: {line}", file=sys.stderr)
     if run.meta.engine_error and run.meta.complete:  # an incomplete run's reason carries it already
         print(f"specviz: the engine's error, from the server's log:\n{run.meta.engine_error}", file=sys.stderr)
+    if not run.meta.traced and run.meta.speculative_config:
+        print(f"specviz: {untraced_step_note(run)}", file=sys.stderr)
     if run.meta.invalid_reason:
         return _fail(f"run saved INVALID to {path} (kept with the tracer's raw records): {run.meta.invalid_reason}", 1)
     if not run.meta.complete:
@@ -138,6 +140,21 @@ def failed_request_lines(run) -> list[str]:
             shown = ", ".join(ids[:4]) + (f", ... ({len(ids) - 4} more)" if len(ids) > 4 else "")
             lines.append(f"{len(ids)} requests failed ({shown}): {error}")
     return lines
+
+
+def untraced_step_note(run) -> str:
+    """What a run recorded without the tracer holds of the step view (vLLM's per-step arrays, or the flag they need)."""
+    from .untraced_steps import has_step_arrays, place_steps
+
+    with_arrays = [r for r in run.requests if has_step_arrays(r)]
+    if not with_arrays:
+        return ("the server sent no per-step counts, so the run has no step view: start vLLM with "
+                "--per-request-spec-decode-metrics detailed (or the specviz tracer, for the draft texts)")
+    placements = [place_steps(r, k=run.meta.num_speculative_tokens, method=run.meta.method).placement
+                  for r in with_arrays]
+    return (f"step view without the tracer: vLLM's per-step counts for {len(with_arrays)} of {len(run.requests)} "
+            f"requests, tokens placed exactly for {placements.count('exact')}, approximately for "
+            f"{placements.count('approximate')} (draft texts need the tracer)")
 
 
 def _start_with_progress(server) -> None:
@@ -255,6 +272,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"specviz: {line}", file=sys.stderr)
     if run.meta.engine_error:
         print(f"specviz: the engine's error, from the server's log:\n{run.meta.engine_error}", file=sys.stderr)
+    if not run.meta.traced and run.meta.speculative_config:
+        print(f"specviz: {untraced_step_note(run)}", file=sys.stderr)
     if summary.num_padded_draft_tokens:
         print(f"specviz: vLLM padded {summary.num_padded_steps} step(s) with {summary.num_padded_draft_tokens} "
               "placeholder draft slots (requests that joined with one token left to compute) and counted them "

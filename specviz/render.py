@@ -19,6 +19,7 @@ from html import escape
 from typing import Literal
 
 from .runfile import Request, Step, StreamChunk
+from .untraced_steps import UntracedStep
 
 Role = Literal["accepted", "rejected", "correction", "discarded", "bonus", "plain", "padded"]
 
@@ -52,6 +53,9 @@ CSS = """
 .sv-chunk-1{background:transparent}
 .sv-chunk-2{background:#d6f0d6}.sv-chunk-3{background:#b4e4b4}.sv-chunk-4{background:#8fd68f}
 .sv-chunk-5{background:#6cc46c}
+.sv-untold{background:#fafafa;color:#8a1010;border:1px dashed #e08080;font-family:sans-serif;font-size:.85em}
+.sv-approx .sv-stepno{font-style:italic}
+.sv-approx .sv-chip{border-style:dashed}
 </style>
 """
 
@@ -233,3 +237,73 @@ def chunks_html(chunks: list[StreamChunk]) -> str:
 def chunks_legend_html() -> str:
     return " ".join(f'<span class="sv-chunk sv-chunk-{n}">&nbsp;{n}{"+" if n == 5 else ""} '
                     f'token{"s" if n > 1 else ""}&nbsp;</span>' for n in range(1, 6))
+
+
+# ---- without the tracer: steps from vLLM's per-step arrays (untraced_steps), no draft texts ------------
+
+UNTOLD_TITLE = "vLLM counts these drafts as rejected; which tokens they were only the specviz tracer records"
+
+
+def untold_chip(num_rejected: int) -> str:
+    """The text-less chip of a step's rejected drafts: '2 drafts rejected — their text needs the tracer'."""
+    label = f"{num_rejected} draft{'s' if num_rejected != 1 else ''} rejected — their text needs the tracer"
+    return f'<span class="sv-chip sv-untold" title="{escape(UNTOLD_TITLE)}">{escape(label)}</span>'
+
+
+def untraced_step_roles(step: UntracedStep) -> list[tuple[str, Role]]:
+    """(text, role) of each committed token of a step placed from vLLM's arrays.
+
+    3 drafts, 2 accepted, tokens [sunny, and, clear] -> sunny/and accepted, clear the correction;
+    3 of 3 accepted, 4 tokens -> the 4th is the bonus; no drafts -> the target's own token.
+    A step the engine stopped inside has only its first tokens: all of them accepted drafts.
+    """
+    if step.verify_index is None:
+        return [(t, "plain") for t in step.token_texts]
+    out: list[tuple[str, Role]] = []
+    for j, text in enumerate(step.token_texts):
+        role: Role = "accepted" if j < step.num_accepted else ("bonus" if step.all_accepted else "correction")
+        out.append((text, role))
+    return out
+
+
+def untraced_step_summary(step: UntracedStep) -> str:
+    """'3 drafts, 2 accepted, 1 rejected: 3 tokens for one target pass' (counts from vLLM's arrays)."""
+    n = len(step.token_ids)
+    if step.verify_index is None:
+        return "no drafts: the target produced 1 token"
+    if step.truncated:
+        return (f"{step.num_drafts} drafts, {step.num_accepted} accepted; the request stopped after {n} of them")
+    tail = "all accepted plus a bonus token" if step.all_accepted else \
+        f"{step.num_accepted} accepted, {step.num_rejected} rejected"
+    return f"{step.num_drafts} drafts, {tail}: {n} token{'s' if n != 1 else ''} for one target pass"
+
+
+def untraced_step_html(step: UntracedStep, label: str) -> str:
+    """One row: the committed tokens by role, then the rejected drafts as one text-less chip.
+
+    A step whose place in the stream is not proven (step.exact False) is marked ≈ and dashed.
+    """
+    chips = "".join(chip(text, role) for text, role in untraced_step_roles(step))
+    if step.num_rejected and not step.truncated:
+        chips += untold_chip(step.num_rejected)
+    approx = "" if step.exact else " sv-approx"
+    label = label if step.exact else f"≈ {label}"
+    title = untraced_step_summary(step) + ("" if step.exact else " (its place in the stream is one possibility)")
+    return (f'<div class="sv-row{approx}" title="{escape(title)}"><span class="sv-stepno">{escape(label)}</span>'
+            f"{chips}</div>")
+
+
+def untraced_steps_html(steps: Sequence[UntracedStep], start: int = 0) -> str:
+    return "".join(untraced_step_html(s, f"step {start + i + 1}") for i, s in enumerate(steps))
+
+
+def untraced_output_html(steps: Sequence[UntracedStep]) -> str:
+    """The whole output coloured by origin, as output_html, from the placed steps."""
+    return pieces_html([piece for s in steps for piece in untraced_step_roles(s)])
+
+
+def untraced_legend_html() -> str:
+    samples: list[tuple[str, Role]] = [("sunny", "accepted"), ("clear", "correction"), ("today", "bonus"),
+                                       ("The", "plain")]
+    return ("".join(f"{chip(t, r)} {escape(ROLE_LABELS[r])}&nbsp;&nbsp; " for t, r in samples)
+            + untold_chip(2) + " drafts vLLM counted as rejected (text-less)")

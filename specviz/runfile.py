@@ -151,6 +151,9 @@ class Request(Frozen):
     prompt_token_ids: list[int] = Field(default_factory=list)
     output_token_ids: list[int]
     output_text: str
+    output_token_texts: list[str] = Field(
+        default_factory=list, description="each output token decoded, for the step view of a run without the tracer "
+                                          "(a traced run has them in its steps); empty if not recorded")
     start_time_s: float = Field(description="unix time the client sent the request")
     first_token_time_s: float | None = None
     end_time_s: float | None = None

@@ -48,11 +48,12 @@ def server_args(grid: SweepGrid, spec: SpecConfig | None) -> list[str]:
     """The grid's server arguments; an untraced speculative server also reports per-request acceptance.
 
     vLLM refuses --per-request-spec-decode-metrics without a speculative config, so the baseline
-    goes without it; the 'summary' level sends each request's acceptance histogram with its last chunk.
+    goes without it; the 'detailed' level sends each request's acceptance histogram and its per-step
+    accepted/drafted arrays with its last chunk, from which untraced_steps rebuilds the step view.
     """
     extra = list(grid.vllm_args)
     if spec is not None and not grid.traced and "--per-request-spec-decode-metrics" not in extra:
-        extra += ["--per-request-spec-decode-metrics", "summary"]
+        extra += ["--per-request-spec-decode-metrics", "detailed"]
     return extra
 
 

@@ -17,6 +17,8 @@ from .platforms import pitfall_hints
 from .runfile import SAMPLE_RUNS_DIR, Request, Run, RunFileError, load_run
 from .sweep import Sweep, SweepError, load_sweep
 from .sweep_table import sweep_table
+from .ui_untraced import untraced_request_view
+from .untraced_steps import has_step_arrays
 
 
 def provenance(run: Run) -> str:
@@ -57,7 +59,8 @@ COUNTERS_HELP = (
 
 def metrics_row(s: Summary, container=st) -> None:
     cols = container.columns([0.8, 1.35, 1.15, 1.05, 1.4])  # the longer labels get room: none is cut at 1280 px
-    cols[0].metric("engine steps", s.num_steps)
+    cols[0].metric("engine steps", s.num_steps or "–",
+                   help=None if s.num_steps else "counted by the specviz tracer; unknown without it")
     cols[1].metric("mean acceptance length", _fmt(s.mean_acceptance_length, "{:.2f}"), help=MEAN_ACCEPTANCE_HELP)
     cols[2].metric("draft acceptance rate", _fmt(s.draft_acceptance_rate, "{:.0%}"))
     cols[3].metric("output tokens/s", _fmt(s.output_tokens_per_s, "{:.1f}"),
@@ -89,12 +92,17 @@ def run_notes(run: Run, s: Summary) -> None:
 
 
 def request_view(req: Request, caption: str, *, steps: slice | None = None, chart_key: str = "acc_per_pos",
-                 container=st, timeline_key: str | None = None, marks: dict[int, str] | None = None) -> None:
+                 container=st, timeline_key: str | None = None, method: str | None = None,
+                 marks: dict[int, str] | None = None) -> None:
     """Legend, the output coloured by origin, acceptance per position, and the step rows.
 
     With `timeline_key`, the acceptance timeline is drawn above the step rows and its brush chooses
     the rows (overriding `steps`). `marks` outlines output tokens by index, with a hover text.
     """
+    if not req.steps and has_step_arrays(req):  # no tracer, but vLLM's per-step counts: the tracer-free view
+        untraced_request_view(req, caption, container=container, chart_key=chart_key, timeline_key=timeline_key,
+                              steps=steps, method=method)
+        return
     padded = any(s.num_padded_drafts for s in req.steps)
     container.markdown(render.CSS + render.legend_html(padded), unsafe_allow_html=True)
     left, right = container.columns([3, 2])
@@ -137,20 +145,30 @@ def per_request_table(run: Run, key: str) -> None:
         "request": [r.request_id for r in run.requests],
         "output tokens": [len(r.output_token_ids) for r in run.requests],
         "steps": [len(r.steps) for r in run.requests],
-        "acceptance length": [None if (x := request_acceptance_length(r)) is None else round(x, 2)
+        "acceptance length": [None if (x := _acceptance_length(r)) is None else round(x, 2)
                               for r in run.requests],  # one precision for every row (2.89 beside 2.94)
         "finish": [r.finish_reason or ("failed: " + r.error[:80] if r.error else None) for r in run.requests],
     }), key=key, hide_index=True)
 
 
+def _acceptance_length(req: Request) -> float | None:
+    """From the tracer's steps; without them, vLLM's own figure for the request (padded slots count as rejected)."""
+    if req.steps or req.spec_decode_metrics is None or not req.spec_decode_metrics.num_spec_steps:
+        return request_acceptance_length(req)
+    return req.spec_decode_metrics.mean_acceptance_length
+
+
 def chunks_view(req: Request, container=st) -> None:
     """Without the tracer: what the stream itself shows, and vLLM's own per-request figures if sent."""
     if not req.stream_chunks:
-        container.info("No per-step records: the server ran without the specviz tracer.")
+        container.info("No per-step records: the server ran without the specviz tracer and without "
+                       "--per-request-spec-decode-metrics detailed.")
         return
     sizes = [len(c.token_ids) for c in req.stream_chunks]
     container.markdown("**The stream, chunk by chunk** (no tracer: drafts are not visible, but each chunk is "
-                       "one engine step while the client keeps up, so its size is the tokens that step committed)")
+                       "one engine step while the client keeps up, so its size is the tokens that step committed). "
+                       "Start vLLM with `--per-request-spec-decode-metrics detailed` for the step view without "
+                       "the tracer.")
     container.markdown(render.CSS + render.chunks_legend_html(), unsafe_allow_html=True)
     container.markdown(render.chunks_html(req.stream_chunks), unsafe_allow_html=True)
     m = req.spec_decode_metrics
@@ -203,7 +221,8 @@ def recorded_run_view(run: Run, *, on_request: Callable[[Request], dict[int, str
     if n > 0 and st.toggle("Step through (presenter mode)", key="step_through"):
         step_through(req)
     else:
-        request_view(req, caption, timeline_key=f"step_timeline_{req.request_id}", marks=marks)
+        request_view(req, caption, timeline_key=f"step_timeline_{req.request_id}", method=run.meta.method,
+                     marks=marks)
 
     if len(run.requests) > 1:
         st.subheader("Per request")

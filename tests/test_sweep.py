@@ -207,7 +207,7 @@ def test_an_untraced_speculative_server_reports_per_request_acceptance():
 
     spec = SpecConfig.from_dict({"method": "ngram", "num_speculative_tokens": 3})
     untraced = SweepGrid(**GRID | {"traced": False, "vllm_args": ["--max-num-seqs", "8"]})
-    assert server_args(untraced, spec) == ["--max-num-seqs", "8", "--per-request-spec-decode-metrics", "summary"]
+    assert server_args(untraced, spec) == ["--max-num-seqs", "8", "--per-request-spec-decode-metrics", "detailed"]
     assert server_args(untraced, None) == ["--max-num-seqs", "8"]  # vLLM refuses it without speculation
     assert server_args(SweepGrid(**GRID), spec) == []
 

@@ -36,21 +36,33 @@ COLOURS = ["#4caf50", "#e06666", "#8e6fd8", "#b0b0b0"]  # the chips' roles: acce
 
 def timeline_table(req: Request) -> pd.DataFrame:
     """Long form: one row per drawn segment, with the step's figures for the tooltip."""
+    return _table([(s.num_drafts, s.num_accepted, len(s.committed_token_ids), s.all_accepted) for s in req.steps])
+
+
+def arrays_timeline_table(accepted: list[int], drafted: list[int]) -> pd.DataFrame:
+    """timeline_table from vLLM's per-step arrays alone (one bar per verify step; steps without drafts are not in them).
+
+    accepted [2, 3, 0], drafted [3, 3, 3] -> step 1: 2 green + 1 red; step 2: 3 green + a bonus cap;
+    step 3: 3 red. Tokens committed = accepted + 1 (the last step of a stopped request may have fewer).
+    """
+    return _table([(d, a, a + 1, d > 0 and a == d) for a, d in zip(accepted, drafted)])
+
+
+def _table(steps: list[tuple[int, int, int, bool]]) -> pd.DataFrame:
+    """Rows for (drafts, accepted, committed, all accepted) per step, numbered from 1."""
     rows = []
-    for i, s in enumerate(req.steps, start=1):
-        base = dict(step=i, start=i - HALF_WIDTH, end=i + HALF_WIDTH, drafts=s.num_drafts,
-                    accepted=s.num_accepted, committed=len(s.committed_token_ids))
-        if not s.num_drafts:
+    for i, (drafts, accepted, committed, all_accepted) in enumerate(steps, start=1):
+        base = dict(step=i, start=i - HALF_WIDTH, end=i + HALF_WIDTH, drafts=drafts,
+                    accepted=accepted, committed=committed)
+        if not drafts:
             rows.append(base | dict(part="no drafts", y0=0.0, y1=0.12))
             continue
-        if s.num_accepted:
-            rows.append(base | dict(part="accepted drafts", y0=0.0, y1=float(s.num_accepted)))
-        if s.num_accepted < s.num_drafts:
-            rows.append(base | dict(part="rejected + discarded drafts", y0=float(s.num_accepted),
-                                    y1=float(s.num_drafts)))
-        elif s.all_accepted:
-            rows.append(base | dict(part="all accepted: bonus token", y0=float(s.num_drafts),
-                                    y1=s.num_drafts + 0.25))
+        if accepted:
+            rows.append(base | dict(part="accepted drafts", y0=0.0, y1=float(accepted)))
+        if accepted < drafts:
+            rows.append(base | dict(part="rejected + discarded drafts", y0=float(accepted), y1=float(drafts)))
+        elif all_accepted:
+            rows.append(base | dict(part="all accepted: bonus token", y0=float(drafts), y1=drafts + 0.25))
     columns = ["step", "start", "end", "drafts", "accepted", "committed", "part", "y0", "y1"]
     return pd.DataFrame(rows, columns=columns)
 
@@ -60,11 +72,23 @@ def acceptance_timeline(req: Request, *, height: int = 320) -> alt.Chart:
 
     `height` is the whole chart's (Streamlit fits the spec to it): title, legend and axis included.
     """
-    data = timeline_table(req)
-    n = max(len(req.steps), 1)
+    return _chart(timeline_table(req), len(req.steps), height=height,
+                  x_title="engine step (drag across the chart to choose the step rows below)")
+
+
+def arrays_timeline(accepted: list[int], drafted: list[int], *, height: int = 320) -> alt.Chart:
+    """acceptance_timeline drawn from vLLM's per-step arrays (no tracer): x is the request's verify step."""
+    return _chart(arrays_timeline_table(accepted, drafted), len(accepted), height=height,
+                  x_title="verify step, from vLLM's per-step arrays (drag to choose the step rows below)",
+                  title="Accepted drafts per verify step (vLLM's own per-step counts)")
+
+
+def _chart(data: pd.DataFrame, n_steps: int, *, height: int, x_title: str,
+           title: str = "Accepted drafts per step") -> alt.Chart:
+    n = max(n_steps, 1)
     k = int(max(data["y1"].max() if len(data) else 1.0, 1.0) + 0.5)
     brush = alt.selection_interval(name=BRUSH, encodings=["x"], empty=True)
-    x = alt.X("start:Q", title="engine step (drag across the chart to choose the step rows below)",
+    x = alt.X("start:Q", title=x_title,
               scale=alt.Scale(domain=[0.5, n + 0.5], nice=False, zero=False),
               axis=alt.Axis(tickMinStep=1, format="d", labelFontSize=13, titleFontSize=14))
     return alt.Chart(data, height=height).mark_rect().encode(
@@ -79,7 +103,7 @@ def acceptance_timeline(req: Request, *, height: int = 320) -> alt.Chart:
                  alt.Tooltip("accepted:Q", title="accepted"),
                  alt.Tooltip("committed:Q", title="tokens committed")],
     ).add_params(brush).properties(
-        title=alt.Title("Accepted drafts per step", fontSize=16, anchor="start"),
+        title=alt.Title(title, fontSize=16, anchor="start"),
     )
 
 

@@ -11,6 +11,8 @@ it has and why the others are missing:
   step while the client keeps up; a client that falls behind gets steps merged into one chunk);
 - vLLM's spec-decode counters from `/metrics`: when the server speculates;
 - per-request acceptance: when it runs with `--per-request-spec-decode-metrics summary|detailed`;
+- per-step acceptance without the tracer (untraced_steps): with `detailed`, vLLM's per-step accepted
+  and drafted counts, placed on the streamed tokens; any scheduler, async scheduling on or off;
 - the drafts themselves: when it runs the specviz tracer and its trace file is readable here
   (same machine), so a ROCm user records runs on the ROCm box and opens them anywhere.
 """
@@ -26,10 +28,14 @@ import httpx
 from ..base import SpecvizError
 from ..config import SpecConfig
 from ..runfile import Run, SpecDecodeCounters
+from ..untraced_steps import has_step_arrays
 from .counters import parse_spec_counters
 from .server import Provenance, local_device
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
+STEP_ARRAYS_FLAG = "--per-request-spec-decode-metrics detailed"  # the one flag the tracer-free step view needs
+STEP_ARRAYS_VIEW = "per-step acceptance without the tracer (vLLM's per-request arrays)"
+TRACER_VIEW = "drafts, accepted prefix, correction and discarded tail (specviz tracer)"
 
 
 class AttachError(SpecvizError, RuntimeError):
@@ -39,7 +45,7 @@ class AttachError(SpecvizError, RuntimeError):
 @dataclass(frozen=True)
 class View:
     name: str
-    available: bool
+    available: bool | None  # None: known only after a request (what vLLM sends with each request's last chunk)
     why: str  # how it is known, or what to change to get it
 
 
@@ -110,6 +116,15 @@ class AttachedServer:
         sent per-request metrics, which the server's endpoints do not say beforehand."""
         speculating = self.counters is not None
         per_request = None if run is None else any(r.spec_decode_metrics for r in run.requests)
+        step_arrays = None if run is None else any(has_step_arrays(r) for r in run.requests)
+        step_arrays_why = {
+            None: f"known after the first request; needs vLLM started with {STEP_ARRAYS_FLAG} (any scheduler, "
+                  "async scheduling on or off)",
+            True: "the server sends each request's per-step accepted and drafted counts; specviz places them on "
+                  "the streamed tokens (draft texts need the tracer)",
+            False: f"the server sent no per-step counts: add {STEP_ARRAYS_FLAG} to its command line (vLLM 0.32 or "
+                   "newer)",
+        }[step_arrays]
         per_request_why = {
             None: "known after the first request; start vLLM with --per-request-spec-decode-metrics detailed "
                   "(vLLM 0.32 or newer) to get it",
@@ -132,7 +147,8 @@ class AttachedServer:
                  "found on /metrics" if speculating else
                  "no vllm:spec_decode_* counters on /metrics: the server runs without speculative decoding"),
             View("per-request acceptance (vLLM's own)", bool(per_request), per_request_why),
-            View("drafts, accepted prefix, correction and discarded tail (specviz tracer)", self.trace, drafts_why),
+            View(STEP_ARRAYS_VIEW, step_arrays, step_arrays_why),
+            View(TRACER_VIEW, self.trace, drafts_why),
         ]
 
 

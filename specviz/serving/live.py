@@ -96,7 +96,7 @@ class LiveGeneration:
                         run_id=self.run_id,
                         prompt_set="playground", concurrency=1, max_tokens=self.sampling["max_tokens"],
                         sampling=self.sampling, incomplete_reason=reason, user_messages=self.user_messages,
-                        engine_error=engine_error)
+                        engine_error=engine_error, decode=self._decode)
         return run, done
 
 

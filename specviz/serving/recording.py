@@ -165,7 +165,7 @@ def record(
                      max_tokens=max_tokens, sampling=sampling, incomplete_reason=reason, engine_error=engine_error,
                      user_messages=[p for p, res in zip(prompts, sent) if res is not None] if chat else None,
                      counters=counters_delta(before, after) if reason is None else None,
-                     invalid_reason=invalid, raw_trace_records=records)
+                     invalid_reason=invalid, raw_trace_records=records, decode=decode)
 
 
 def build_run(
@@ -173,10 +173,12 @@ def build_run(
     prompt_set: str, concurrency: int, max_tokens: int, sampling: dict, incomplete_reason: str | None = None,
     counters: SpecDecodeCounters | None = None, user_messages: list[str | None] | None = None,
     invalid_reason: str | None = None, raw_trace_records: list[dict] | None = None, engine_error: str | None = None,
+    decode: Callable[[int], str] | None = None,
 ) -> Run:
     """Assemble a Run from what the client saw and the tracer's steps, with this machine's provenance.
 
     `user_messages[i]` is the text the chat template wrapped into results[i].prompt (None if none was used).
+    Without the tracer, `decode` (token id -> text) gives each output token its text for the step view.
     A Run that breaks its invariants (or arrives with `invalid_reason`) is still returned, marked
     invalid with the violation and carrying `raw_trace_records`, so it can be saved and inspected.
     """
@@ -189,6 +191,7 @@ def build_run(
             request_id=res.request_id, prompt=res.prompt, user_message=user_message,
             prompt_token_ids=res.prompt_token_ids,
             output_token_ids=res.token_ids, output_text=res.text, start_time_s=res.start_time_s,
+            output_token_texts=[decode(t) for t in res.token_ids] if decode and not server.trace else [],
             first_token_time_s=res.first_token_time_s, end_time_s=res.end_time_s,
             finish_reason=res.finish_reason, error=res.error, steps=req_steps, stream_chunks=res.chunks,
             spec_decode_metrics=_spec_decode_metrics(res.spec_decode_metrics),

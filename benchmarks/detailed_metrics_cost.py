@@ -1,0 +1,77 @@
+"""What `--per-request-spec-decode-metrics detailed` costs: output throughput with it against without it.
+
+    .venv/bin/python benchmarks/detailed_metrics_cost.py [--rounds 4] [--concurrency 4]
+
+Both arms are untraced servers as production runs them (the demo model, ngram k=3, stock
+scheduler, async scheduling left to the platform: the CPU platform turns it off); one adds the flag.
+They take turns (one engine at a time), `--rounds` times each in alternating order, several
+measured runs per start; each round gives one ratio, and the printed interval is a bootstrap over
+rounds of the ratio of the two arms' means (tracer_overhead.paired_ratio_interval).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+from tracer_overhead import SPEC, paired_ratio_interval
+
+from specviz.config import SpecConfig
+from specviz.demo_model import ensure_demo_model
+from specviz.metrics import output_tokens_per_s
+from specviz.prompts import load_prompts
+from specviz.serving.local import LocalServer
+from specviz.serving.recording import load_tokenizer, record, warmup_prompts
+from specviz.serving.server import local_device, vllm_version
+
+DETAILED = ["--per-request-spec-decode-metrics", "detailed"]
+
+
+def measure(detailed: bool, prompts: list[str], args, tokenizer) -> list[float]:
+    server = LocalServer(model=str(ensure_demo_model()), spec=SpecConfig.from_dict(SPEC), dtype="bfloat16",
+                         trace=False, extra_args=DETAILED if detailed else [])
+    with server:
+        server.start()
+        record(server, warmup_prompts(args.concurrency), prompt_set="warm-up", concurrency=args.concurrency,
+               max_tokens=8, tokenizer=tokenizer)
+        runs = [record(server, prompts, prompt_set="code", concurrency=args.concurrency, max_tokens=args.max_tokens,
+                       tokenizer=tokenizer, warmup=False) for _ in range(args.runs_per_start)]
+    sent = [r.spec_decode_metrics is not None and r.spec_decode_metrics.per_step_accepted is not None
+            for run in runs for r in run.requests]
+    if any(sent) != detailed or (detailed and not all(sent)):
+        raise SystemExit(f"the {'detailed' if detailed else 'plain'} server sent per-step arrays for "
+                         f"{sum(sent)} of {len(sent)} requests")
+    return [output_tokens_per_s(run) for run in runs]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rounds", type=int, default=4)
+    p.add_argument("--runs-per-start", type=int, default=3)
+    p.add_argument("--concurrency", type=int, default=4)
+    p.add_argument("--num-requests", type=int, default=16)
+    p.add_argument("--max-tokens", type=int, default=64)
+    args = p.parse_args()
+
+    _, base = load_prompts("builtin:code")
+    prompts = (base * args.num_requests)[: args.num_requests]
+    tokenizer = load_tokenizer(str(ensure_demo_model()))
+    rounds: dict[str, list[list[float]]] = {"detailed": [], "plain": []}
+    for i in range(args.rounds):
+        for name in ("detailed", "plain") if i % 2 == 0 else ("plain", "detailed"):
+            tputs = measure(name == "detailed", prompts, args, tokenizer)
+            rounds[name].append(tputs)
+            print(f"round {i + 1} {name:<8}: " + ", ".join(f"{t:.1f}" for t in tputs) + " tokens/s", flush=True)
+    platform_name, device = local_device()
+    print(f"\nSmolLM2-135M bf16, ngram k=3 (lookup 2-4), untraced, prompt set 'code' cycled to {args.num_requests} "
+          f"requests, {args.max_tokens} output tokens, concurrency {args.concurrency}, "
+          f"{platform_name} ({device}), vLLM {vllm_version()}")
+    for name, label in (("plain", "without the flag  "), ("detailed", "with detailed     ")):
+        runs = [t for r in rounds[name] for t in r]
+        print(f"{label}: {statistics.mean(runs):.1f} tokens/s (sd {statistics.stdev(runs):.1f}, n={len(runs)})")
+    ratio, low, high = paired_ratio_interval(rounds["detailed"], rounds["plain"])
+    print(f"ratio detailed / without: {ratio:.3f}, 90% interval {low:.3f}-{high:.3f} over {args.rounds} rounds")
+
+
+if __name__ == "__main__":
+    main()
