@@ -12,9 +12,8 @@ rounds of the ratio of the two arms' means (tracer_overhead.paired_ratio_interva
 from __future__ import annotations
 
 import argparse
-import statistics
 
-from tracer_overhead import SPEC, paired_ratio_interval
+from tracer_overhead import SPEC, alternate_rounds, paired_ratio_interval, print_arms
 
 from specviz.config import SpecConfig
 from specviz.demo_model import ensure_demo_model
@@ -56,19 +55,13 @@ def main() -> None:
     _, base = load_prompts("builtin:code")
     prompts = (base * args.num_requests)[: args.num_requests]
     tokenizer = load_tokenizer(str(ensure_demo_model()))
-    rounds: dict[str, list[list[float]]] = {"detailed": [], "plain": []}
-    for i in range(args.rounds):
-        for name in ("detailed", "plain") if i % 2 == 0 else ("plain", "detailed"):
-            tputs = measure(name == "detailed", prompts, args, tokenizer)
-            rounds[name].append(tputs)
-            print(f"round {i + 1} {name:<8}: " + ", ".join(f"{t:.1f}" for t in tputs) + " tokens/s", flush=True)
+    rounds = alternate_rounds(("detailed", "plain"), args.rounds,
+                              lambda name: measure(name == "detailed", prompts, args, tokenizer))
     platform_name, device = local_device()
     print(f"\nSmolLM2-135M bf16, ngram k=3 (lookup 2-4), untraced, prompt set 'code' cycled to {args.num_requests} "
           f"requests, {args.max_tokens} output tokens, concurrency {args.concurrency}, "
           f"{platform_name} ({device}), vLLM {vllm_version()}")
-    for name, label in (("plain", "without the flag  "), ("detailed", "with detailed     ")):
-        runs = [t for r in rounds[name] for t in r]
-        print(f"{label}: {statistics.mean(runs):.1f} tokens/s (sd {statistics.stdev(runs):.1f}, n={len(runs)})")
+    print_arms(rounds, {"plain": "without the flag  ", "detailed": "with detailed     "})
     ratio, low, high = paired_ratio_interval(rounds["detailed"], rounds["plain"])
     print(f"ratio detailed / without: {ratio:.3f}, 90% interval {low:.3f}-{high:.3f} over {args.rounds} rounds")
 

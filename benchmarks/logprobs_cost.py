@@ -13,9 +13,8 @@ with-logprobs / without as a bootstrap interval over rounds (benchmarks/tracer_o
 from __future__ import annotations
 
 import argparse
-import statistics
 
-from tracer_overhead import SPEC, paired_ratio_interval
+from tracer_overhead import SPEC, alternate_rounds, paired_ratio_interval, print_arms
 
 from specviz.config import SpecConfig
 from specviz.demo_model import DEMO_MODEL_DTYPE, ensure_demo_model
@@ -25,7 +24,7 @@ from specviz.serving.local import LocalServer
 from specviz.serving.recording import DEFAULT_LOGPROBS, load_tokenizer, record, warmup_prompts
 from specviz.serving.server import local_device, vllm_version
 
-ARMS = {"without": 0, "with": DEFAULT_LOGPROBS}
+ARMS = {"without": 0, "with": DEFAULT_LOGPROBS}  # top-n logprobs per output token
 
 
 def main() -> None:
@@ -41,29 +40,25 @@ def main() -> None:
     prompts = (base * args.num_requests)[: args.num_requests]
     model = str(ensure_demo_model())
     tokenizer = load_tokenizer(model)
-    tput: dict[str, list[list[float]]] = {name: [] for name in ARMS}
-    step_s: dict[str, list[list[float]]] = {name: [] for name in ARMS}
+    step_s: dict[str, list[list[float]]] = {name: [] for name in ARMS}  # ms per engine step, per round
     with LocalServer(model=model, spec=SpecConfig.from_dict(SPEC), dtype=args.dtype) as server:
         server.start()
         record(server, warmup_prompts(args.concurrency), prompt_set="warm-up", concurrency=args.concurrency,
                max_tokens=8, tokenizer=tokenizer)
-        for i in range(args.rounds):
-            for name in ARMS if i % 2 == 0 else reversed(ARMS):
-                run = record(server, prompts, prompt_set="code", concurrency=args.concurrency,
-                             max_tokens=args.max_tokens, logprobs=ARMS[name], tokenizer=tokenizer, warmup=False)
-                tput[name].append([output_tokens_per_s(run)])
-                step_s[name].append([step_figures(run).engine_step_time_s])
-                print(f"round {i + 1} {name:<7} logprobs: {tput[name][-1][0]:.1f} tokens/s, "
-                      f"{1000 * step_s[name][-1][0]:.1f} ms per engine step", flush=True)
+
+        def measure(name: str) -> list[float]:
+            run = record(server, prompts, prompt_set="code", concurrency=args.concurrency, max_tokens=args.max_tokens,
+                         logprobs=ARMS[name], tokenizer=tokenizer, warmup=False)
+            step_s[name].append([1000 * step_figures(run).engine_step_time_s])
+            return [output_tokens_per_s(run)]
+
+        tput = alternate_rounds(tuple(ARMS), args.rounds, measure)
     platform_name, device = local_device()
     print(f"\nSmolLM2-135M {args.dtype}, ngram k=3 (lookup 2-4), traced, prompt set 'code' cycled to "
           f"{args.num_requests} requests, {args.max_tokens} output tokens, concurrency {args.concurrency}, "
           f"{platform_name} ({device}), vLLM {vllm_version()}")
-    for name in ARMS:
-        values = [r[0] for r in tput[name]]
-        steps = [r[0] for r in step_s[name]]
-        print(f"{name:<7} logprobs: {statistics.mean(values):.1f} tokens/s (sd {statistics.stdev(values):.1f}), "
-              f"{1000 * statistics.mean(steps):.1f} ms per engine step (n={len(values)})")
+    print_arms(tput, {name: f"{name:<7} logprobs" for name in ARMS})
+    print_arms(step_s, {name: f"{name:<7} logprobs" for name in ARMS}, unit="ms per engine step")
     ratio, low, high = paired_ratio_interval(tput["with"], tput["without"])
     print(f"throughput with / without logprobs: {ratio:.3f}, 90% interval {low:.3f}-{high:.3f} over {args.rounds} rounds")
     ratio, low, high = paired_ratio_interval(step_s["with"], step_s["without"])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+from collections.abc import Callable
 
 import numpy as np
 
@@ -45,6 +46,26 @@ def paired_ratio_interval(traced: list[list[float]], stock: list[list[float]], l
     return float(t.sum() / s.sum()), float(low), float(high)
 
 
+def alternate_rounds(names: tuple[str, str], rounds: int, measure: Callable[[str], list[float]],
+                     unit: str = "tokens/s") -> dict[str, list[list[float]]]:
+    """Measure two arms `rounds` times each, in alternating order (a b, b a, a b, ...), printing each result.
+
+    Drift on a noisy machine then hits both arms alike; the result feeds paired_ratio_interval.
+    """
+    out: dict[str, list[list[float]]] = {name: [] for name in names}
+    for i in range(rounds):
+        for name in names if i % 2 == 0 else names[::-1]:
+            out[name].append(measure(name))
+            print(f"round {i + 1} {name:<8}: " + ", ".join(f"{v:.1f}" for v in out[name][-1]) + f" {unit}", flush=True)
+    return out
+
+
+def print_arms(rounds: dict[str, list[list[float]]], labels: dict[str, str], unit: str = "tokens/s") -> None:
+    for name, label in labels.items():
+        values = [v for r in rounds[name] for v in r]
+        print(f"{label}: {statistics.mean(values):.1f} {unit} (sd {statistics.stdev(values):.1f}, n={len(values)})")
+
+
 def measure(trace: bool, prompts: list[str], args, tokenizer) -> list[float]:
     # The stock server gets --no-async-scheduling by hand; the traced one adds it itself.
     server = LocalServer(model=str(ensure_demo_model()), spec=SpecConfig.from_dict(SPEC), dtype="bfloat16",
@@ -70,19 +91,13 @@ def main() -> None:
     _, base = load_prompts("builtin:code")
     prompts = (base * args.num_requests)[: args.num_requests]
     tokenizer = load_tokenizer(str(ensure_demo_model()))
-    rounds: dict[str, list[list[float]]] = {"tracer": [], "stock": []}
-    for i in range(args.rounds):
-        for name in ("tracer", "stock") if i % 2 == 0 else ("stock", "tracer"):
-            tputs = measure(name == "tracer", prompts, args, tokenizer)
-            rounds[name].append(tputs)
-            print(f"round {i + 1} {name:<6}: " + ", ".join(f"{t:.1f}" for t in tputs) + " tokens/s", flush=True)
+    rounds = alternate_rounds(("tracer", "stock"), args.rounds,
+                              lambda name: measure(name == "tracer", prompts, args, tokenizer))
     platform_name, device = local_device()
     print(f"\nSmolLM2-135M bf16, ngram k=3 (lookup 2-4), prompt set 'code' cycled to {args.num_requests} requests, "
           f"{args.max_tokens} output tokens, concurrency {args.concurrency}, async scheduling off, "
           f"{platform_name} ({device}), vLLM {vllm_version()}")
-    for name, label in (("stock", "stock scheduler"), ("tracer", "specviz tracer ")):
-        runs = [t for r in rounds[name] for t in r]
-        print(f"{label}: {statistics.mean(runs):.1f} tokens/s (sd {statistics.stdev(runs):.1f}, n={len(runs)})")
+    print_arms(rounds, {"stock": "stock scheduler", "tracer": "specviz tracer "})
     ratio, low, high = paired_ratio_interval(rounds["tracer"], rounds["stock"])
     print(f"ratio tracer / stock: {ratio:.3f}, 90% interval {low:.3f}-{high:.3f} over {args.rounds} rounds "
           "(target: lower end >= 0.97)")
