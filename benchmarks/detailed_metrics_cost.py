@@ -11,16 +11,12 @@ rounds of the ratio of the two arms' means (tracer_overhead.paired_ratio_interva
 
 from __future__ import annotations
 
-import argparse
-
-from tracer_overhead import SPEC, alternate_rounds, paired_ratio_interval, print_arms
+from tracer_overhead import SPEC, ab_setup, alternate_rounds, measured_runs, paired_ratio_interval, print_arms
 
 from specviz.config import SpecConfig
 from specviz.demo_model import ensure_demo_model
 from specviz.metrics import output_tokens_per_s
-from specviz.prompts import load_prompts
 from specviz.serving.local import LocalServer
-from specviz.serving.recording import load_tokenizer, record, warmup_prompts
 from specviz.serving.server import local_device, vllm_version
 
 DETAILED = ["--per-request-spec-decode-metrics", "detailed"]
@@ -29,12 +25,7 @@ DETAILED = ["--per-request-spec-decode-metrics", "detailed"]
 def measure(detailed: bool, prompts: list[str], args, tokenizer) -> list[float]:
     server = LocalServer(model=str(ensure_demo_model()), spec=SpecConfig.from_dict(SPEC), dtype="bfloat16",
                          trace=False, extra_args=DETAILED if detailed else [])
-    with server:
-        server.start()
-        record(server, warmup_prompts(args.concurrency), prompt_set="warm-up", concurrency=args.concurrency,
-               max_tokens=8, tokenizer=tokenizer)
-        runs = [record(server, prompts, prompt_set="code", concurrency=args.concurrency, max_tokens=args.max_tokens,
-                       tokenizer=tokenizer, warmup=False) for _ in range(args.runs_per_start)]
+    runs = measured_runs(server, prompts, args, tokenizer)
     sent = [r.spec_decode_metrics is not None and r.spec_decode_metrics.per_step_accepted is not None
             for run in runs for r in run.requests]
     if any(sent) != detailed or (detailed and not all(sent)):
@@ -44,17 +35,7 @@ def measure(detailed: bool, prompts: list[str], args, tokenizer) -> list[float]:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--rounds", type=int, default=4)
-    p.add_argument("--runs-per-start", type=int, default=3)
-    p.add_argument("--concurrency", type=int, default=4)
-    p.add_argument("--num-requests", type=int, default=16)
-    p.add_argument("--max-tokens", type=int, default=64)
-    args = p.parse_args()
-
-    _, base = load_prompts("builtin:code")
-    prompts = (base * args.num_requests)[: args.num_requests]
-    tokenizer = load_tokenizer(str(ensure_demo_model()))
+    args, prompts, tokenizer = ab_setup(__doc__, rounds=4)
     rounds = alternate_rounds(("detailed", "plain"), args.rounds,
                               lambda name: measure(name == "detailed", prompts, args, tokenizer))
     platform_name, device = local_device()

@@ -21,6 +21,7 @@ from specviz.config import SpecConfig
 from specviz.demo_model import ensure_demo_model
 from specviz.metrics import output_tokens_per_s
 from specviz.prompts import load_prompts
+from specviz.runfile import Run
 from specviz.serving.local import LocalServer
 from specviz.serving.recording import load_tokenizer, record, warmup_prompts
 from specviz.serving.server import local_device, vllm_version
@@ -66,31 +67,38 @@ def print_arms(rounds: dict[str, list[list[float]]], labels: dict[str, str], uni
         print(f"{label}: {statistics.mean(values):.1f} {unit} (sd {statistics.stdev(values):.1f}, n={len(values)})")
 
 
-def measure(trace: bool, prompts: list[str], args, tokenizer) -> list[float]:
-    # The stock server gets --no-async-scheduling by hand; the traced one adds it itself.
-    server = LocalServer(model=str(ensure_demo_model()), spec=SpecConfig.from_dict(SPEC), dtype="bfloat16",
-                         trace=trace, extra_args=[] if trace else ["--no-async-scheduling"])
+def measured_runs(server: LocalServer, prompts: list[str], args, tokenizer) -> list[Run]:
+    """Start `server`, warm it up at the batch size (not with the measured prompts), record args.runs_per_start runs."""
     with server:
         server.start()
         record(server, warmup_prompts(args.concurrency), prompt_set="warm-up", concurrency=args.concurrency,
-               max_tokens=8, tokenizer=tokenizer)  # warm-up at this batch size, not with the measured prompts
-        return [output_tokens_per_s(record(server, prompts, prompt_set="code", concurrency=args.concurrency,
-                                           max_tokens=args.max_tokens, tokenizer=tokenizer, warmup=False))
-                for _ in range(args.runs_per_start)]
+               max_tokens=8, tokenizer=tokenizer)
+        return [record(server, prompts, prompt_set="code", concurrency=args.concurrency, max_tokens=args.max_tokens,
+                       tokenizer=tokenizer, warmup=False) for _ in range(args.runs_per_start)]
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--rounds", type=int, default=6)
+def ab_setup(doc: str, rounds: int) -> tuple[argparse.Namespace, list[str], object]:
+    """The command line of a two-server benchmark, its prompts (builtin:code cycled) and the demo model's tokenizer."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rounds", type=int, default=rounds)
     p.add_argument("--runs-per-start", type=int, default=3)
     p.add_argument("--concurrency", type=int, default=4)
     p.add_argument("--num-requests", type=int, default=16)
     p.add_argument("--max-tokens", type=int, default=64)
     args = p.parse_args()
-
     _, base = load_prompts("builtin:code")
-    prompts = (base * args.num_requests)[: args.num_requests]
-    tokenizer = load_tokenizer(str(ensure_demo_model()))
+    return args, (base * args.num_requests)[: args.num_requests], load_tokenizer(str(ensure_demo_model()))
+
+
+def measure(trace: bool, prompts: list[str], args, tokenizer) -> list[float]:
+    # The stock server gets --no-async-scheduling by hand; the traced one adds it itself.
+    server = LocalServer(model=str(ensure_demo_model()), spec=SpecConfig.from_dict(SPEC), dtype="bfloat16",
+                         trace=trace, extra_args=[] if trace else ["--no-async-scheduling"])
+    return [output_tokens_per_s(run) for run in measured_runs(server, prompts, args, tokenizer)]
+
+
+def main() -> None:
+    args, prompts, tokenizer = ab_setup(__doc__, rounds=6)
     rounds = alternate_rounds(("tracer", "stock"), args.rounds,
                               lambda name: measure(name == "tracer", prompts, args, tokenizer))
     platform_name, device = local_device()
