@@ -297,9 +297,9 @@ def untraced_steps_html(steps: Sequence[UntracedStep], start: int = 0) -> str:
     return "".join(untraced_step_html(s, f"step {start + i + 1}") for i, s in enumerate(steps))
 
 
-def untraced_output_html(steps: Sequence[UntracedStep]) -> str:
-    """The whole output coloured by origin, as output_html, from the placed steps."""
-    return pieces_html([piece for s in steps for piece in untraced_step_roles(s)])
+def untraced_output_html(steps: Sequence[UntracedStep], marks: dict[int, str] | None = None) -> str:
+    """The whole output coloured by origin, as output_html (with its `marks`), from the placed steps."""
+    return pieces_html([piece for s in steps for piece in untraced_step_roles(s)], marks=marks)
 
 
 def untraced_legend_html() -> str:

@@ -101,7 +101,7 @@ def request_view(req: Request, caption: str, *, steps: slice | None = None, char
     """
     if not req.steps and has_step_arrays(req):  # no tracer, but vLLM's per-step counts: the tracer-free view
         untraced_request_view(req, caption, container=container, chart_key=chart_key, timeline_key=timeline_key,
-                              steps=steps, method=method)
+                              steps=steps, method=method, marks=marks)
         return
     padded = any(s.num_padded_drafts for s in req.steps)
     container.markdown(render.CSS + render.legend_html(padded), unsafe_allow_html=True)

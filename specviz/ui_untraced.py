@@ -28,20 +28,21 @@ PLACEMENT_HEADLINE = {
 
 def untraced_request_view(req: Request, caption: str, *, container=st, chart_key: str = "acc_per_pos",
                           timeline_key: str | None = None, steps: slice | None = None,
-                          method: str | None = None) -> None:
+                          method: str | None = None, marks: dict[int, str] | None = None) -> None:
     """A request recorded without the tracer but with vLLM's per-step arrays: output, acceptance, timeline, steps.
 
     The counts per verify step are vLLM's own and exact; where each step's tokens sit in the output
     is exact or approximate as `place_steps` says, and the rejected drafts are counts without text.
     With `timeline_key` the timeline's brush chooses the rows; else `steps` slices them. `method` (the
-    run's drafting method) lets a model drafter's steps be placed more surely (place_steps).
+    run's drafting method) lets a model drafter's steps be placed more surely (place_steps). `marks`
+    outlines output tokens by index (where the output parts from its baseline's), as ui.request_view.
     """
     m = req.spec_decode_metrics
     placed = place_steps(req, k=m.num_spec_tokens, method=method)
     container.markdown(render.CSS + render.untraced_legend_html(), unsafe_allow_html=True)
     left, right = container.columns([3, 2])
     left.markdown("**Output, coloured by where each token came from** (from vLLM's per-step counts; no tracer)")
-    left.markdown(render.untraced_output_html(placed.steps) if placed.steps else
+    left.markdown(render.untraced_output_html(placed.steps, marks) if placed.steps else
                   render.chunks_html(req.stream_chunks), unsafe_allow_html=True)
     acc = arrays_acceptance(m, k=m.num_spec_tokens)
     if acc.num_drafts:
