@@ -5,7 +5,7 @@ and 1280 px, and a screenshot of the section in test-artifacts/."""
 from __future__ import annotations
 
 import pytest
-from test_browser import ARTIFACTS, TIMEOUT_MS, _wait_idle, app_url, browser, sync_api  # noqa: F401
+from test_browser import ARTIFACTS, TIMEOUT_MS, _wait_idle, app_server, app_url, browser, sync_api  # noqa: F401
 
 pytestmark = pytest.mark.browser
 

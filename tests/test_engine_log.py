@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -138,7 +139,7 @@ class DyingServer:
         return None
 
     def tokenizer(self):
-        return None
+        return SimpleNamespace(decode=lambda ids: "".join(f"<{i}>" for i in ids))  # token texts of the untraced view
 
     def provenance(self):
         return Provenance(platform="cpu", device_name="test", vllm_version="0.32.0", async_scheduling=False)
