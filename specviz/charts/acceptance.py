@@ -26,6 +26,7 @@ def acceptance_per_position(acc: Acceptance, caption: str) -> go.Figure:
     fig.update_layout(
         title=dict(text=f"Acceptance per draft position<br><sup>{subtitle}</sup>"),
         xaxis_title="draft position", yaxis_title="accepted", yaxis_tickformat=".0%",
-        yaxis_range=[0, 1.1], height=300 + 14 * lines, margin=dict(t=50 + 14 * lines, b=40, l=40, r=10),
+        # a subtitle line takes about 24 px as drawn, with the title above it (the 5-line k=8 caption at 1440 px)
+        yaxis_range=[0, 1.1], height=300 + 24 * lines, margin=dict(t=60 + 24 * lines, b=40, l=40, r=10),
     )
     return fig
