@@ -11,13 +11,12 @@ rounds of the ratio of the two arms' means (tracer_overhead.paired_ratio_interva
 
 from __future__ import annotations
 
-from tracer_overhead import SPEC, ab_setup, alternate_rounds, measured_runs, paired_ratio_interval, print_arms
+from tracer_overhead import SPEC, ab_setup, alternate_rounds, measured_runs, report
 
 from specviz.config import SpecConfig
 from specviz.demo_model import ensure_demo_model
 from specviz.metrics import output_tokens_per_s
 from specviz.serving.local import LocalServer
-from specviz.serving.server import local_device, vllm_version
 
 DETAILED = ["--per-request-spec-decode-metrics", "detailed"]
 
@@ -38,14 +37,7 @@ def main() -> None:
     args, prompts, tokenizer = ab_setup(__doc__, rounds=4)
     rounds = alternate_rounds(("detailed", "plain"), args.rounds,
                               lambda name: measure(name == "detailed", prompts, args, tokenizer))
-    platform_name, device = local_device()
-    print(f"\nSmolLM2-135M bf16, ngram k=3 (lookup 2-4), untraced, prompt set 'code' cycled to {args.num_requests} "
-          f"requests, {args.max_tokens} output tokens, concurrency {args.concurrency}, "
-          f"{platform_name} ({device}), vLLM {vllm_version()}")
-    print_arms(rounds, {"plain": "without the flag  ", "detailed": "with detailed     "})
-    ratio, low, high = paired_ratio_interval(rounds["detailed"], rounds["plain"])
-    print(f"ratio detailed / without: {ratio:.3f}, 90% interval {low:.3f}-{high:.3f} over {args.rounds} rounds")
-
+    report(rounds, {"detailed": "with detailed     ", "plain": "without the flag  "}, "untraced", args)
 
 if __name__ == "__main__":
     main()

@@ -67,6 +67,20 @@ def print_arms(rounds: dict[str, list[list[float]]], labels: dict[str, str], uni
         print(f"{label}: {statistics.mean(values):.1f} {unit} (sd {statistics.stdev(values):.1f}, n={len(values)})")
 
 
+def report(rounds: dict[str, list[list[float]]], labels: dict[str, str], setting: str, args, note: str = "") -> None:
+    """Provenance, each arm's mean, and the ratio first arm / second arm of `labels` with its interval.
+
+    `setting` says what differs from the common set-up, e.g. "async scheduling off"."""
+    platform_name, device = local_device()
+    print(f"\nSmolLM2-135M bf16, ngram k=3 (lookup 2-4), {setting}, prompt set 'code' cycled to {args.num_requests} "
+          f"requests, {args.max_tokens} output tokens, concurrency {args.concurrency}, "
+          f"{platform_name} ({device}), vLLM {vllm_version()}")
+    print_arms(rounds, labels)
+    first, second = labels
+    ratio, low, high = paired_ratio_interval(rounds[first], rounds[second])
+    print(f"ratio {first} / {second}: {ratio:.3f}, 90% interval {low:.3f}-{high:.3f} over {args.rounds} rounds{note}")
+
+
 def measured_runs(server: LocalServer, prompts: list[str], args, tokenizer) -> list[Run]:
     """Start `server`, warm it up at the batch size (not with the measured prompts), record args.runs_per_start runs."""
     with server:
@@ -101,15 +115,8 @@ def main() -> None:
     args, prompts, tokenizer = ab_setup(__doc__, rounds=6)
     rounds = alternate_rounds(("tracer", "stock"), args.rounds,
                               lambda name: measure(name == "tracer", prompts, args, tokenizer))
-    platform_name, device = local_device()
-    print(f"\nSmolLM2-135M bf16, ngram k=3 (lookup 2-4), prompt set 'code' cycled to {args.num_requests} requests, "
-          f"{args.max_tokens} output tokens, concurrency {args.concurrency}, async scheduling off, "
-          f"{platform_name} ({device}), vLLM {vllm_version()}")
-    print_arms(rounds, {"stock": "stock scheduler", "tracer": "specviz tracer "})
-    ratio, low, high = paired_ratio_interval(rounds["tracer"], rounds["stock"])
-    print(f"ratio tracer / stock: {ratio:.3f}, 90% interval {low:.3f}-{high:.3f} over {args.rounds} rounds "
-          "(target: lower end >= 0.97)")
-
+    report(rounds, {"tracer": "specviz tracer ", "stock": "stock scheduler"}, "async scheduling off", args,
+           note=" (target: lower end >= 0.97)")
 
 if __name__ == "__main__":
     main()
