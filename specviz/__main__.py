@@ -21,7 +21,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from .config import ConfigError, SpecConfig
+from .config import ConfigError, SpecConfig, check_server_args
 from .demo_model import default_dtype
 from .prompts import PromptSetError, load_prompts
 from .runfile import RunFileError, load_run, run_json_schema, save_run
@@ -46,6 +46,7 @@ def cmd_record(args: argparse.Namespace) -> int:
                 spec.check_local_paths()
             else:
                 spec.check_local_engine()
+        check_server_args(spec, shlex.split(args.vllm_args or ""))
         prompt_set, prompts = load_prompts(args.prompts)
     except (ConfigError, PromptSetError) as e:
         return _fail(str(e))

@@ -39,11 +39,72 @@ class ConfigError(SpecvizError, ValueError):
     """A speculative config that vLLM would refuse; the message names the field to change."""
 
 
+SCHEDULE_FIELD = "num_speculative_tokens_per_batch_size"  # vLLM's name for the per-batch-size schedule
+
+
+class BatchSizeRange(Frozen):
+    """One entry of a per-batch-size schedule: batch sizes first..last (inclusive) draft k tokens (0: none)."""
+
+    first: int = Field(ge=1, description="smallest batch size (requests scheduled in the step) of the range")
+    last: int = Field(ge=1, description="largest batch size of the range, inclusive")
+    k: int = Field(ge=0, description="num_speculative_tokens at these batch sizes; 0 drafts nothing")
+
+    def text(self) -> str:
+        """'1: k=4', '2-64: k=1', '65+: k=0' (the last range of a schedule covers every larger batch)."""
+        return f"{self.first if self.first == self.last else f'{self.first}-{self.last}'}: k={self.k}"
+
+
 class SpecConfig(Frozen):
+    """One speculative decoding configuration; None stands for no drafting wherever a SpecConfig is expected.
+
+    With a `schedule` (vLLM's num_speculative_tokens_per_batch_size) the number of drafts per step
+    follows the batch size: `k_at(batch)`; num_speculative_tokens is then the largest k vLLM allows.
+    """
+
     method: str
-    num_speculative_tokens: int = Field(description="k: drafts proposed per step")
+    num_speculative_tokens: int = Field(description="k: drafts proposed per step (with a schedule: the most)")
     model: str | None = Field(default=None, description="draft checkpoint, for methods that have one")
     params: dict[str, Any] = Field(default_factory=dict, description="the method's own vLLM fields")
+    schedule: list[BatchSizeRange] | None = Field(
+        default=None, description="k per batch-size range, sorted; None: k = num_speculative_tokens at every batch")
+
+    @property
+    def k(self) -> int:
+        return self.num_speculative_tokens
+
+    def k_at(self, batch_size: int) -> int:
+        """Drafts per request at a step of `batch_size` requests, as vLLM's scheduler looks it up
+        (vllm/v1/spec_decode/dynamic/utils.py): a batch between two ranges, or beyond the last, keeps
+        the k of the range before it, and no k exceeds num_speculative_tokens.
+        [[1, 1, 4], [2, 8, 2], [16, 64, 0]] with num_speculative_tokens 4: batch 1 -> 4, 5 -> 2, 12 -> 2, 100 -> 0.
+        """
+        if not self.schedule:
+            return self.num_speculative_tokens
+        k = self.schedule[0].k
+        for entry in self.schedule:
+            if entry.first > batch_size:
+                break
+            k = entry.k
+        return min(k, self.num_speculative_tokens)
+
+    def with_k(self, k: int) -> SpecConfig | None:
+        """The same drafter at a fixed k and no schedule; k = 0 is no drafting (None)."""
+        return self.model_copy(update={"num_speculative_tokens": k, "schedule": None}) if k else None
+
+    def with_schedule(self, schedule: list[BatchSizeRange]) -> SpecConfig | None:
+        """The same drafter following `schedule` (num_speculative_tokens: its largest k). One k everywhere
+        gives a static config at that k (None for 0), since a schedule of one k only adds its own cost."""
+        ks = {entry.k for entry in schedule}
+        if len(ks) == 1:
+            return self.with_k(ks.pop())
+        return SpecConfig.from_dict(self.with_k(max(ks)).to_vllm() | {
+            SCHEDULE_FIELD: [[e.first, e.last, e.k] for e in schedule]})
+
+    def describe(self) -> str:
+        """'ngram k=3', or with a schedule 'ngram k by batch size (1: k=4 · 2-64: k=1)'."""
+        if not self.schedule:
+            return f"{self.method} k={self.num_speculative_tokens}"
+        return f"{self.method} k by batch size ({' · '.join(e.text() for e in self.schedule)})"
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SpecConfig:
@@ -62,6 +123,8 @@ class SpecConfig(Frozen):
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ConfigError(f"speculative config: 'num_speculative_tokens' must be an integer >= 1, got {k!r}")
         model = d.pop("model", None)
+        schedule = parse_schedule(d.pop(SCHEDULE_FIELD), k) if d.get(SCHEDULE_FIELD) is not None else None
+        d.pop(SCHEDULE_FIELD, None)
         info = method_info(method)
         if info is not None:
             if info.model == "required" and not model:
@@ -89,7 +152,7 @@ class SpecConfig(Frozen):
             for param in info.params:
                 if param.name in d:
                     _check_param(param, d[param.name])
-        return cls(method=method, num_speculative_tokens=k, model=model, params=d)
+        return cls(method=method, num_speculative_tokens=k, model=model, params=d, schedule=schedule)
 
     @classmethod
     def parse(cls, text: str) -> SpecConfig | None:
@@ -106,7 +169,10 @@ class SpecConfig(Frozen):
         d: dict[str, Any] = {"method": self.method, "num_speculative_tokens": self.num_speculative_tokens}
         if self.model:
             d["model"] = self.model
-        return d | self.params
+        d |= self.params
+        if self.schedule:
+            d[SCHEDULE_FIELD] = [[e.first, e.last, e.k] for e in self.schedule]
+        return d
 
     def to_python(self) -> str:
         """The config as Python source, for `LLM(model=..., speculative_config={...})`."""
@@ -142,6 +208,62 @@ class SpecConfig(Frozen):
                 raise ConfigError(f"speculative config: {limit.field!r} = {limit.value!r} is known to fail on "
                                   f"{platform} (the engine would start, then die with \"{limit.error}\"): "
                                   f"{limit.why}. Change: {limit.change}.")
+
+
+def check_server_args(spec: SpecConfig | None, server_args: Sequence[str]) -> None:
+    """Refuse a schedule with data parallelism: vLLM drops the schedule there and drafts a static
+    num_speculative_tokens instead (VllmConfig._maybe_disable_dynamic_sd_for_data_parallel), so the run
+    would not measure what it is labelled with."""
+    if spec is None or not spec.schedule:
+        return
+    args = list(server_args)
+    for i, arg in enumerate(args):
+        name, _, value = arg.partition("=")
+        if name in ("--data-parallel-size", "-dp"):
+            value = value or (args[i + 1] if i + 1 < len(args) else "")
+            if value.isdigit() and int(value) > 1:
+                raise ConfigError(f"speculative config: {SCHEDULE_FIELD!r} with {name} {value}: vLLM turns the "
+                                  "schedule off under data parallelism (ranks could pick different k and deadlock) "
+                                  f"and drafts num_speculative_tokens={spec.num_speculative_tokens} at every batch. "
+                                  "Drop the schedule or the data parallelism")
+
+
+def parse_schedule(value: Any, num_speculative_tokens: int) -> list[BatchSizeRange]:
+    """Validate num_speculative_tokens_per_batch_size as vLLM does (validate_and_normalize_dynamic_sd_schedule
+    in vllm/v1/spec_decode/dynamic/utils.py) and sort it; raise ConfigError naming what to change.
+
+    [[2, 64, 1], [1, 1, 4]] -> 1: k=4, 2-64: k=1. Beyond vLLM: a k above num_speculative_tokens is
+    refused, because vLLM would silently cap it there.
+    """
+    where = f"speculative config: {SCHEDULE_FIELD!r}"
+    if not isinstance(value, list) or not value:
+        raise ConfigError(f"{where} must be a non-empty list of [first batch size, last batch size, k] "
+                          "entries, e.g. [[1, 1, 4], [2, 64, 1]]")
+    entries = []
+    for entry in value:
+        if (not isinstance(entry, (list, tuple)) or len(entry) != 3
+                or any(isinstance(v, bool) or not isinstance(v, int) for v in entry)):
+            raise ConfigError(f"{where}: each entry must be three integers [first, last, k], got {entry!r}")
+        first, last, k = entry
+        if first < 1 or last < 1:
+            raise ConfigError(f"{where}: batch sizes must be >= 1, got [{first}, {last}, {k}]")
+        if first > last:
+            raise ConfigError(f"{where}: first batch size {first} is above last {last} in [{first}, {last}, {k}]")
+        if k < 0:
+            raise ConfigError(f"{where}: k must be >= 0 (0 drafts nothing), got [{first}, {last}, {k}]")
+        if k > num_speculative_tokens:
+            raise ConfigError(f"{where}: k={k} in [{first}, {last}, {k}] is above num_speculative_tokens="
+                              f"{num_speculative_tokens}, and vLLM would silently cap it there; raise "
+                              f"num_speculative_tokens to {k} or lower the entry")
+        entries.append(BatchSizeRange(first=first, last=last, k=k))
+    entries.sort(key=lambda e: e.first)
+    for before, after in zip(entries, entries[1:]):
+        if after.first <= before.last:
+            raise ConfigError(f"{where}: ranges {before.first}-{before.last} and {after.first}-{after.last} overlap")
+    if entries[0].first != 1:
+        raise ConfigError(f"{where}: the first range must start at batch size 1 (it starts at {entries[0].first}), "
+                          "so every batch size has a k")
+    return entries
 
 
 def _is_import_path(model: str) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from .config import SpecConfig
+from .config import SpecConfig, check_server_args
 from .prompts import load_prompts
 from .runfile import save_run
 from .sweep import Sweep, SweepCell, SweepError, SweepGrid, cell_run, load_sweep, save_sweep
@@ -29,6 +29,7 @@ def check_grid(grid: SweepGrid) -> None:
     for _, spec in grid.engine_configs():
         if spec is not None:
             spec.check_local_engine()
+            check_server_args(spec, grid.vllm_args)
     sweep_prompts(grid)
 
 

@@ -1,6 +1,6 @@
 import pytest
 
-from specviz.config import ConfigError, SpecConfig
+from specviz.config import BatchSizeRange, ConfigError, SpecConfig, check_server_args
 from specviz.prompts import BUILTIN_PROMPT_SETS, PromptSetError, load_prompts
 
 
@@ -135,3 +135,62 @@ def test_the_platform_is_detected_only_for_a_setting_known_to_fail_somewhere(mon
     with pytest.raises(ConfigError, match="known to fail on cpu"):
         SpecConfig.from_dict(SYNTHETIC).check_local_engine()
     assert asked == [1]
+
+
+# ---- the per-batch-size schedule (vLLM's num_speculative_tokens_per_batch_size) -------------------
+
+def _scheduled(schedule, k=4):
+    return SpecConfig.from_dict({"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": 4,
+                                 "num_speculative_tokens_per_batch_size": schedule})
+
+
+def test_schedule_is_typed_sorted_and_round_trips_to_vllm():
+    spec = _scheduled([[2, 64, 1], [1, 1, 4]])
+    assert [(e.first, e.last, e.k) for e in spec.schedule] == [(1, 1, 4), (2, 64, 1)]
+    assert spec.to_vllm()["num_speculative_tokens_per_batch_size"] == [[1, 1, 4], [2, 64, 1]]
+    assert "num_speculative_tokens_per_batch_size" not in spec.params
+    assert SpecConfig.from_dict(spec.to_vllm()) == spec
+    assert spec.describe() == "ngram k by batch size (1: k=4 · 2-64: k=1)"
+    assert "num_speculative_tokens_per_batch_size" in spec.to_python()
+
+
+def test_k_at_follows_vllms_lookup_gaps_and_tail_carry_the_previous_k():
+    spec = _scheduled([[1, 1, 4], [2, 8, 2], [16, 64, 0]])
+    assert [spec.k_at(b) for b in (1, 2, 8, 12, 16, 64, 100)] == [4, 2, 2, 2, 0, 0, 0]
+    assert SpecConfig.parse('{"method": "ngram", "num_speculative_tokens": 3}').k_at(50) == 3
+
+
+@pytest.mark.parametrize("schedule, words", [
+    ([], "non-empty list"),
+    ("1-4:2", "non-empty list"),
+    ([[1, 4]], "three integers"),
+    ([[1, 4, 1.5]], "three integers"),
+    ([[0, 4, 1]], ">= 1"),
+    ([[1, 4, 1], [4, 8, 2]], "overlap"),
+    ([[2, 8, 1]], "must start at batch size 1"),
+    ([[1, 8, -1]], "k must be >= 0"),
+    ([[1, 8, 5]], "silently cap"),
+    ([[8, 1, 2]], "above last"),
+])
+def test_schedule_refused_as_vllm_would_refuse_it(schedule, words):
+    with pytest.raises(ConfigError, match=words):
+        _scheduled(schedule)
+
+
+def test_with_schedule_and_with_k():
+    spec = SpecConfig.parse('{"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_max": 4}')
+    two = spec.with_schedule([BatchSizeRange(first=1, last=2, k=3), BatchSizeRange(first=3, last=3, k=0)])
+    assert two.num_speculative_tokens == 3 and two.k_at(8) == 0 and two.params == {"prompt_lookup_max": 4}
+    assert spec.with_schedule([BatchSizeRange(first=1, last=4, k=2)]) == spec.with_k(2)
+    assert spec.with_schedule([BatchSizeRange(first=1, last=4, k=0)]) is None
+    assert two.with_k(2).schedule is None and two.with_k(0) is None
+
+
+def test_schedule_refused_with_data_parallelism():
+    spec = _scheduled([[1, 1, 4], [2, 64, 1]])
+    check_server_args(spec, ["--tensor-parallel-size", "2"])
+    check_server_args(spec, ["--data-parallel-size", "1"])
+    for args in (["--data-parallel-size", "2"], ["--data-parallel-size=4"], ["-dp", "2"]):
+        with pytest.raises(ConfigError, match="data parallelism"):
+            check_server_args(spec, args)
+    check_server_args(spec.with_k(2), ["--data-parallel-size", "2"])
