@@ -67,7 +67,7 @@ def report(sweep: Sweep, name: str, totals: Totals) -> None:
     print(f"  concurrency: {', '.join(str(c) for c in sorted({c.concurrency for c in cells}))} · cells: {len(cells)} "
           f"· runs per cell: {', '.join(str(r) for r in sorted({c.repeats for c in cells}))} · traced: "
           f"{', '.join(str(t) for t in sorted({c.traced for c in cells}))} · complete: {sweep.complete}")
-    by_key = {(c.drafter, c.num_speculative_tokens or 0, c.concurrency): c for c in cells}
+    by_key = {(c.drafter, c.num_speculative_tokens, c.concurrency): c for c in cells}
     fit = fit_step_cost(cells)
     if isinstance(fit, str):
         print(f"  step cost: not fitted: {fit}")

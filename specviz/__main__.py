@@ -199,9 +199,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from .prompts import PromptSetError
-    from .sweep import SweepError, SweepGrid
+    from .sweep import Sweep, SweepError, SweepGrid
     from .sweep_runner import check_grid, run_sweep
-    from .sweep_table import outputs_vs_baseline, sweep_summary_line, sweep_table
+    from .sweep_table import outputs_vs_baseline, sweep_table
 
     try:
         drafters = [json.loads(d) for d in args.drafter]
@@ -219,44 +219,95 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     except (ConfigError, PromptSetError, SweepError) as e:
         return _fail(str(e))
 
-    from tqdm import tqdm
-
-    from .serving.server import EngineError
-
-    total = len(grid.engine_configs()) * len(grid.concurrencies) * grid.repeats
-    bar = tqdm(total=total, unit="run", desc="sweep", file=sys.stderr)
     out = Path(args.out)
-    if (out / "sweep.json").exists():
-        from .sweep import load_sweep
-
-        try:
-            bar.update(sum(min(len(c.runs), grid.repeats) for c in load_sweep(out / "sweep.json").cells))
-        except SweepError as e:
-            return _fail(str(e))
-
-    def on_cell(cell, sweep) -> None:
-        bar.update(1)
-        bar.write(sweep_summary_line(cell), file=sys.stderr)
-
-    def on_engine(label, spec) -> None:
-        bar.set_description(f"starting vLLM: {label}" + (f" k={spec.num_speculative_tokens}" if spec else ""))
-
-    try:
-        sweep = run_sweep(grid, out, on_cell=on_cell, on_engine=on_engine)
-    except (SweepError, EngineError) as e:
-        bar.close()
-        return _fail(f"{e}", 1)
-    except KeyboardInterrupt:
-        bar.close()
-        return _fail(f"interrupted; finished cells are saved in {out / 'sweep.json'}; run the same command "
-                     "to resume", 130)
-    bar.close()
+    sweep = _with_progress(lambda callbacks: run_sweep(grid, out, **callbacks), out,
+                           total=len(Sweep(grid=grid).expected_keys()) * grid.repeats)
+    if isinstance(sweep, int):
+        return sweep
     compared = outputs_vs_baseline(sweep, out)
     table = sweep_table(sweep, outputs=compared)
     table.to_csv(out / "sweep.csv", index=False)
     for (drafter, k, c), text in compared.items():
         print(f"outputs of {drafter} k={k} c={c} against the baseline: {text}", file=sys.stderr)
     print(json.dumps({"out": str(out / "sweep.json"), "cells": len(sweep.cells), "complete": sweep.complete}))
+    return 0
+
+
+def _with_progress(measure, out: Path, *, total: int):
+    """Run `measure(callbacks)` (run_sweep's on_cell/on_engine) under a progress bar over the sweep at `out`;
+    its result, or the exit code after saying why it stopped (the finished cells stay saved)."""
+    from tqdm import tqdm
+
+    from .config import describe_spec
+    from .serving.server import EngineError
+    from .sweep import SweepError, load_sweep
+    from .sweep_table import sweep_summary_line
+
+    bar = tqdm(total=total, unit="run", desc="sweep", file=sys.stderr)
+    try:
+        if (out / "sweep.json").exists():
+            bar.update(sum(len(c.runs) for c in load_sweep(out / "sweep.json").cells))
+
+        def on_cell(cell, sweep) -> None:
+            bar.total = max(bar.total, bar.n + 1)  # a confirmation adds its confirmed schedule as it goes
+            bar.update(1)
+            bar.write(sweep_summary_line(cell), file=sys.stderr)
+
+        def on_engine(label, spec) -> None:
+            bar.set_description(f"starting vLLM: {describe_spec(spec)}")
+
+        return measure(dict(on_cell=on_cell, on_engine=on_engine))
+    except (SweepError, EngineError) as e:
+        return _fail(f"{e}", 1)
+    except KeyboardInterrupt:
+        return _fail(f"interrupted; finished cells are saved in {out / 'sweep.json'}; run the same command "
+                     "to resume", 130)
+    finally:
+        bar.close()
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from .schedule import EngineCost, confirmation_grid, confirmation_rows
+    from .sweep import Sweep, SweepError, load_sweep
+    from .sweep_runner import check_grid, confirmation_folder, run_confirmation
+    from .tuning import drafters, predict, python_config, serve_command
+
+    folder = Path(args.sweep)
+    try:
+        sweep = load_sweep(folder / "sweep.json")
+        names = drafters(sweep)
+        drafter = args.drafter or (names[0] if len(names) == 1 else None)
+        if drafter not in names:
+            return _fail(f"--drafter: give one of {names}" if drafter is None
+                         else f"--drafter {drafter!r} is not in the sweep; it has {names}")
+        pred = predict(sweep, drafter)
+        if whole := [r for r in pred.refusals if r.concurrency is None]:
+            return _fail(f"the tuner cannot predict {drafter}: {whole[0].reason}")
+        grid = confirmation_grid(sweep, pred, repeats=args.repeats, neighbours=args.neighbours)
+        check_grid(grid)  # before any engine starts
+    except (SweepError, ConfigError, ValueError) as e:
+        return _fail(str(e))
+    out = confirmation_folder(folder, drafter)
+    result = _with_progress(lambda callbacks: run_confirmation(
+        folder, drafter, repeats=args.repeats, neighbours=args.neighbours, **callbacks), out,
+        total=(len(Sweep(grid=grid).expected_keys()) + len(grid.concurrencies)) * grid.repeats)
+    if isinstance(result, int):
+        return result
+    confirm, exported = result
+    print(f"{drafter}: predicted from the sweep, confirmed by measurement ({confirm.grid.repeats} runs per cell, "
+          "output tokens/s: median (min-max))")
+    for row in confirmation_rows(pred, confirm, exported):
+        base = row.baseline.text() if row.baseline else "not measured"
+        sched = f" · schedule {row.schedule.text()}" if row.schedule else ""
+        print(f"  c={row.concurrency:<3} predicted k={row.predicted_k} ({row.predicted_output_tokens_per_s:.1f}) · "
+              f"confirmed k={row.confirmed_k} {row.confirmed.text()} · baseline {base}{sched}")
+    full, spent = EngineCost.of(sweep), EngineCost.of(confirm)
+    print(f"engine time: confirmation {spent.runs} runs, {spent.engine_starts} engine starts, "
+          f"{spent.run_seconds + spent.start_seconds:.0f} s measuring and starting; the full grid took "
+          f"{full.runs} runs, {full.engine_starts} starts, {full.run_seconds + full.start_seconds:.0f} s")
+    print("\nServe it (vLLM):\n" + serve_command(sweep.grid.target_model, exported))
+    print("\nOr in Python:\n" + python_config(sweep.grid.target_model, exported))
+    print(json.dumps({"out": str(out / "sweep.json"), "speculative_config": exported.to_vllm() if exported else None}))
     return 0
 
 
@@ -460,6 +511,15 @@ def main(argv: list[str] | None = None) -> int:
                    help="measure as vLLM serves by default: no tracer, async scheduling as the server decides; "
                         "acceptance from vLLM's counters and per-request figures")
     w.set_defaults(fn=cmd_sweep)
+
+    t = sub.add_parser("tune", help="confirm the tuner's picks by measurement and export a per-batch-size "
+                                    "num_speculative_tokens schedule; resumable")
+    t.add_argument("sweep", help="a sweep folder (holding sweep.json), e.g. sample_runs/sweeps/smollm2-code")
+    t.add_argument("--drafter", help="the drafter's label in the sweep (default: its only drafter)")
+    t.add_argument("--repeats", type=int, default=3, help="runs per confirmation cell, in rounds")
+    t.add_argument("--neighbours", type=int, default=1,
+                   help="also measure this many k either side of the predicted best (default 1)")
+    t.set_defaults(fn=cmd_tune)
 
     c = sub.add_parser("check", help="validate a run file and print its summary as JSON")
     c.add_argument("file")

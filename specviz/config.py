@@ -155,6 +155,18 @@ class SpecConfig(Frozen):
         return cls(method=method, num_speculative_tokens=k, model=model, params=d, schedule=schedule)
 
     @classmethod
+    def from_recorded(cls, d: dict[str, Any] | None) -> SpecConfig | None:
+        """A config as a file recorded it (vLLM's dict; None: no drafting), typed without this vLLM's checks:
+        a file recorded with a method or field this vLLM does not know still opens."""
+        if d is None:
+            return None
+        d = dict(d)
+        schedule = d.pop(SCHEDULE_FIELD, None)
+        return cls(method=d.pop("method", None) or "unknown", num_speculative_tokens=d.pop("num_speculative_tokens"),
+                   model=d.pop("model", None), params=d,
+                   schedule=[BatchSizeRange(first=a, last=b, k=k) for a, b, k in schedule] if schedule else None)
+
+    @classmethod
     def parse(cls, text: str) -> SpecConfig | None:
         """Parse the command line's --spec: JSON, or 'none' for the baseline."""
         if text.strip().lower() in ("none", "null", ""):
@@ -208,6 +220,14 @@ class SpecConfig(Frozen):
                 raise ConfigError(f"speculative config: {limit.field!r} = {limit.value!r} is known to fail on "
                                   f"{platform} (the engine would start, then die with \"{limit.error}\"): "
                                   f"{limit.why}. Change: {limit.change}.")
+
+
+NO_DRAFTING = "no drafting"  # how a missing SpecConfig (the baseline, k = 0) is shown, everywhere
+
+
+def describe_spec(spec: SpecConfig | None) -> str:
+    """'ngram k=3', 'ngram k by batch size (1: k=4 · 2-64: k=1)', or 'no drafting' for None."""
+    return spec.describe() if spec else NO_DRAFTING
 
 
 def check_server_args(spec: SpecConfig | None, server_args: Sequence[str]) -> None:

@@ -30,7 +30,7 @@ from pydantic import Field, ValidationError, computed_field, model_validator
 
 from .base import Frozen as _Frozen
 from .base import SpecvizError
-from .config import ConfigError, SpecConfig
+from .config import SCHEDULE_FIELD, ConfigError, SpecConfig
 from .files import read_versioned_json
 from .metrics import (
     StepFigures,
@@ -44,8 +44,8 @@ from .metrics import (
 from .runfile import Run, first_error
 
 SWEEP_FILE_KIND = "specviz.sweep"
-SWEEP_SCHEMA_VERSION = 2  # 2: a cell holds one run per repeat; 1 (one run, flat) still reads
-READABLE_SWEEP_SCHEMA_VERSIONS = (1, 2)
+SWEEP_SCHEMA_VERSION = 3  # 3: a cell's drafting is one typed spec; 2: one run per repeat; 1: one run, flat
+READABLE_SWEEP_SCHEMA_VERSIONS = (1, 2, 3)
 BASELINE = "baseline"
 
 
@@ -58,11 +58,16 @@ def drafter_label(drafter: dict | None) -> str:
 
     {"method": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 4} -> "ngram lookup 2-4"
     {"method": "draft_model", "model": "/m/tiny-draft"}                 -> "draft_model tiny-draft"
+    {"method": "ngram", "num_speculative_tokens": 4,
+     "num_speculative_tokens_per_batch_size": [[1, 1, 4], [2, 64, 1]]}  -> "ngram k by batch 1:4 2-64:1"
     """
     if drafter is None:
         return BASELINE
     d = dict(drafter)
     method = d.pop("method")
+    schedule = d.pop(SCHEDULE_FIELD, None)
+    if schedule:
+        d.pop("num_speculative_tokens", None)  # the schedule's largest k: implied
     parts = [method]
     if "model" in d:
         parts.append(str(d.pop("model")).rstrip("/").split("/")[-1])
@@ -70,11 +75,14 @@ def drafter_label(drafter: dict | None) -> str:
         lo, hi = d.pop("prompt_lookup_min", None), d.pop("prompt_lookup_max", None)
         parts.append(f"lookup {lo if lo is not None else '?'}-{hi if hi is not None else '?'}")
     parts += [f"{key}={value}" for key, value in sorted(d.items())]
+    if schedule:
+        parts.append("k by batch " + " ".join(f"{a}:{k}" if a == b else f"{a}-{b}:{k}" for a, b, k in schedule))
     return " ".join(parts)
 
 
 class SweepGrid(_Frozen):
-    """What to measure. Drafters are speculative configs without `num_speculative_tokens` (the grid's k)."""
+    """What to measure. Drafters are speculative configs without `num_speculative_tokens` (the grid's k);
+    `schedules` are whole configs whose k follows the batch size, each measured as one more row."""
 
     target_model: str
     drafters: list[dict]
@@ -92,6 +100,11 @@ class SweepGrid(_Frozen):
     repeats: int = Field(default=1, ge=1, description="runs per cell, in rounds: every configuration once per round")
     traced: bool = Field(default=True, description="False: servers keep their own defaults (no tracer, async "
                                                    "scheduling as vLLM decides); acceptance from vLLM's counters")
+    schedules: list[dict] = Field(default_factory=list, description=(
+        "whole speculative configs with num_speculative_tokens_per_batch_size, measured at every concurrency"))
+    cells_at_k: dict[int, list[int]] | None = Field(default=None, description=(
+        "k -> the concurrencies measured at that k (0: the baseline), for a confirmation that measures only the "
+        "cells that decide; None: every k at every concurrency. Schedules are measured at every concurrency."))
 
     @model_validator(mode="after")
     def _check(self) -> SweepGrid:
@@ -102,7 +115,7 @@ class SweepGrid(_Frozen):
         if self.num_requests < max(self.concurrencies):
             raise ValueError(f"num_requests ({self.num_requests}) is below the largest concurrency "
                              f"({max(self.concurrencies)}): that concurrency would never be reached")
-        labels = [drafter_label(d) for d in self.drafters]
+        labels = [drafter_label(d) for d in self.drafters + self.schedules]
         if len(set(labels)) != len(labels):
             raise ValueError(f"two drafters have the same configuration: {labels}")
         return self
@@ -119,7 +132,19 @@ class SweepGrid(_Frozen):
                                   f"({self.num_speculative_tokens}) are applied to every drafter")
             for k in sorted(self.num_speculative_tokens):
                 configs.append((drafter_label(d), SpecConfig.from_dict(d | {"num_speculative_tokens": k})))
+        for d in self.schedules:
+            spec = SpecConfig.from_dict(d)
+            if not spec.schedule:
+                raise ConfigError(f"schedule {d}: it has no {SCHEDULE_FIELD!r}; put a static config in drafters")
+            configs.append((drafter_label(d), spec))
         return configs
+
+    def concurrencies_for(self, spec: SpecConfig | None) -> list[int]:
+        """The concurrencies a configuration is measured at (cells_at_k narrows the static ones)."""
+        if self.cells_at_k is None or (spec is not None and spec.schedule):
+            return list(self.concurrencies)
+        wanted = set(self.cells_at_k.get(spec.num_speculative_tokens if spec else 0, []))
+        return [c for c in self.concurrencies if c in wanted]
 
 
 class CellRun(Summary):
@@ -154,9 +179,7 @@ class SweepCell(_Frozen):
     """
 
     drafter: str = Field(description="drafter_label(), or 'baseline'")
-    method: str | None
-    num_speculative_tokens: int | None = Field(description="None for the baseline")
-    speculative_config: dict | None
+    spec: SpecConfig | None = Field(description="the drafting configuration; None: the baseline (no drafting)")
     concurrency: int
     prompt_set: str
     num_requests: int
@@ -168,12 +191,35 @@ class SweepCell(_Frozen):
     def _read(cls, data):
         if isinstance(data, dict):
             if "runs" not in data and "run_file" in data:
-                return _cell_from_v1(data)
+                data = _cell_from_v1(data)
             data = {k: v for k, v in data.items() if k not in cls.model_computed_fields}
+            if "spec" not in data:  # schema 1-2: the spec as vLLM's dict, with its method and k beside it
+                data["spec"] = SpecConfig.from_recorded(data.pop("speculative_config", None))
+                data.pop("method", None)
+                data.pop("num_speculative_tokens", None)
         return data
 
     @property
-    def key(self) -> tuple[str, int | None, int]:
+    def method(self) -> str | None:
+        return self.spec.method if self.spec else None
+
+    @property
+    def num_speculative_tokens(self) -> int:
+        """k; 0 for the baseline (no drafting), the largest k for a schedule."""
+        return self.spec.num_speculative_tokens if self.spec else 0
+
+    @property
+    def speculative_config(self) -> dict | None:
+        """As vLLM takes it."""
+        return self.spec.to_vllm() if self.spec else None
+
+    @property
+    def scheduled(self) -> bool:
+        """k follows the batch size (vLLM's num_speculative_tokens_per_batch_size)."""
+        return bool(self.spec and self.spec.schedule)
+
+    @property
+    def key(self) -> tuple[str, int, int]:
         return (self.drafter, self.num_speculative_tokens, self.concurrency)
 
     @computed_field
@@ -297,14 +343,14 @@ def _cell_from_v1(d: dict) -> dict:
 
 class Sweep(_Frozen):
     kind: Literal["specviz.sweep"] = SWEEP_FILE_KIND
-    schema_version: Literal[2] = SWEEP_SCHEMA_VERSION
+    schema_version: Literal[3] = SWEEP_SCHEMA_VERSION
     grid: SweepGrid
     cells: list[SweepCell] = Field(default_factory=list)
     notes: str = ""
 
-    def expected_keys(self) -> list[tuple[str, int | None, int]]:
-        return [(label, spec.num_speculative_tokens if spec else None, c)
-                for label, spec in self.grid.engine_configs() for c in self.grid.concurrencies]
+    def expected_keys(self) -> list[tuple[str, int, int]]:
+        return [(label, spec.num_speculative_tokens if spec else 0, c)
+                for label, spec in self.grid.engine_configs() for c in self.grid.concurrencies_for(spec)]
 
     @property
     def complete(self) -> bool:
@@ -312,18 +358,16 @@ class Sweep(_Frozen):
         done = {c.key: len(c.runs) for c in self.cells}
         return all(done.get(key, 0) >= self.grid.repeats for key in self.expected_keys())
 
-    def has_run(self, key: tuple[str, int | None, int], repeat: int) -> bool:
+    def has_run(self, key: tuple[str, int, int], repeat: int) -> bool:
         return any(c.key == key and any(r.repeat == repeat for r in c.runs) for c in self.cells)
 
-    def with_run(self, drafter: str, speculative_config: dict | None, run: CellRun) -> tuple[Sweep, SweepCell]:
+    def with_run(self, drafter: str, spec: SpecConfig | None, run: CellRun) -> tuple[Sweep, SweepCell]:
         """The sweep with one more run in its cell (a new cell for its first run), and that cell."""
-        key = (drafter, run.num_speculative_tokens, run.concurrency)
+        key = (drafter, spec.num_speculative_tokens if spec else 0, run.concurrency)
         cells = list(self.cells)
         i = next((i for i, c in enumerate(cells) if c.key == key), None)
         if i is None:
-            cells.append(SweepCell(drafter=drafter, method=run.method,
-                                   num_speculative_tokens=run.num_speculative_tokens,
-                                   speculative_config=speculative_config, concurrency=run.concurrency,
+            cells.append(SweepCell(drafter=drafter, spec=spec, concurrency=run.concurrency,
                                    prompt_set=run.prompt_set, num_requests=run.num_requests, max_tokens=run.max_tokens,
                                    runs=[run]))
             i = len(cells) - 1

@@ -79,16 +79,18 @@ def run_sweep(
     out_dir = Path(out_dir)
     path = out_dir / "sweep.json"
     sweep = load_sweep(path) if path.exists() else Sweep(grid=grid)
-    if sweep.grid.model_copy(update={"repeats": grid.repeats}) != grid:
+    may_change = {"repeats": grid.repeats, "schedules": grid.schedules, "cells_at_k": grid.cells_at_k}
+    if (sweep.grid.model_copy(update=may_change) != grid
+            or grid.schedules[:len(sweep.grid.schedules)] != sweep.grid.schedules):
         raise SweepError(f"{out_dir} holds a sweep of another grid; use a new --out folder, or the same "
-                         f"arguments as before to resume it (--repeats may grow). Its grid: "
+                         f"arguments as before to resume it (--repeats may grow, schedules may be added). Its grid: "
                          f"{sweep.grid.model_dump_json()}")
     sweep = sweep.model_copy(update={"grid": grid})
     prompt_set, prompts = sweep_prompts(grid)
     tokenizer = load_tokenizer(grid.target_model)
     for repeat, label, spec in sweep_plan(grid):
-        k = spec.num_speculative_tokens if spec else None
-        todo = [c for c in grid.concurrencies if not sweep.has_run((label, k, c), repeat)]
+        k = spec.num_speculative_tokens if spec else 0
+        todo = [c for c in grid.concurrencies_for(spec) if not sweep.has_run((label, k, c), repeat)]
         if not todo:
             continue
         if on_engine:
@@ -107,7 +109,7 @@ def run_sweep(
                 run = record(server, prompts, prompt_set=prompt_set, concurrency=c, max_tokens=grid.max_tokens,
                              temperature=grid.temperature, seed=grid.seed, logprobs=grid.logprobs,
                              tokenizer=tokenizer, warmup=False)
-                stem = f"{label}-k{k}" if k else label
+                stem = label if spec is None or spec.schedule else f"{label}-k{k}"
                 stem = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in stem) + f"-c{c}"
                 stem += f"-r{repeat}" if repeat else ""  # the first round keeps the names of one-run sweeps
                 if run.meta.invalid_reason:
@@ -122,10 +124,42 @@ def run_sweep(
                                      "Run the same command again to resume.")
                 run_file = f"runs/{stem}.json.gz"
                 save_run(run, out_dir / run_file)
-                sweep, cell = sweep.with_run(label, spec.to_vllm() if spec else None, cell_run(
+                sweep, cell = sweep.with_run(label, spec, cell_run(
                     run, repeat=repeat, run_file=run_file, engine_ready_after_s=ready_s))
                 save_sweep(sweep, path)
                 if on_cell:
                     on_cell(cell, sweep)
     return sweep
 
+
+
+def confirmation_folder(sweep_dir: Path, drafter: str) -> Path:
+    """Where a drafter's confirmation lives: `<sweep>/confirm/<drafter as a file name>/`."""
+    return Path(sweep_dir) / "confirm" / "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in drafter)
+
+
+def run_confirmation(sweep_dir: Path, drafter: str, *, repeats: int = 3, neighbours: int = 1,
+                     **callbacks) -> tuple[Sweep, SpecConfig | None]:
+    """Measure the cells that decide (schedule.confirmation_grid), pick on measurement, and measure the
+    schedule of the confirmed picks as one more row when it is not the predicted one; resumable.
+
+    Returns the confirmation sweep and the exported spec (None: no drafting pays anywhere). `callbacks`
+    go to run_sweep. Raises SweepError when the tuner refuses the drafter as a whole.
+    """
+    from .schedule import confirmation_grid, confirmation_rows, exported_spec
+    from .tuning import predict
+
+    sweep = load_sweep(Path(sweep_dir) / "sweep.json")
+    pred = predict(sweep, drafter)
+    if whole := [r for r in pred.refusals if r.concurrency is None]:
+        raise SweepError(f"the tuner cannot predict {drafter}: {whole[0].reason}")
+    out = confirmation_folder(sweep_dir, drafter)
+    kept = load_sweep(out / "sweep.json").grid.schedules if (out / "sweep.json").exists() else []
+    grid = confirmation_grid(sweep, pred, repeats=repeats, neighbours=neighbours,
+                             schedules=[SpecConfig.from_dict(d) for d in kept])
+    confirm = run_sweep(grid, out, **callbacks)
+    exported = exported_spec(pred.spec, {r.concurrency: r.confirmed_k for r in confirmation_rows(pred, confirm)})
+    if exported is not None and exported.schedule and exported.to_vllm() not in grid.schedules:
+        confirm = run_sweep(grid.model_copy(update={"schedules": [*grid.schedules, exported.to_vllm()]}), out,
+                            **callbacks)
+    return confirm, exported

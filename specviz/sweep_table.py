@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from .config import NO_DRAFTING
 from .sweep import BASELINE, Sweep, SweepCell, median_or_none
 
 TABLE_COLUMNS = [
-    "drafter", "method", "num_speculative_tokens", "concurrency", "prompt_set", "num_requests", "max_tokens",
+    "drafter", "method", "num_speculative_tokens", "schedule", "concurrency", "prompt_set", "num_requests", "max_tokens",
     "repeats", "traced", "async_scheduling",
     "output_tokens_per_s", "output_tokens_per_s_min", "output_tokens_per_s_max",
     "speedup", "speedup_min", "speedup_max", "request_output_tokens_per_s_p50",
@@ -42,7 +43,7 @@ def speedups(cell: SweepCell, baseline: SweepCell | None) -> list[float]:
             if r.repeat in base and r.output_tokens_per_s is not None]
 
 
-def sweep_table(sweep: Sweep, outputs: dict[tuple[str, int | None, int], str] | None = None) -> pd.DataFrame:
+def sweep_table(sweep: Sweep, outputs: dict[tuple[str, int, int], str] | None = None) -> pd.DataFrame:
     """One row per cell, in TABLE_COLUMNS order: medians over its runs with their min-max spread.
 
     speedup = the median over repeat rounds of the cell's output tokens/s / the baseline's at the
@@ -58,8 +59,9 @@ def sweep_table(sweep: Sweep, outputs: dict[tuple[str, int | None, int], str] | 
         interval = cell.mean_acceptance_length_90
         steps = cell.steps
         rows.append({
-            **cell.model_dump(include={"drafter", "method", "num_speculative_tokens", "concurrency", "prompt_set",
-                                       "num_requests", "max_tokens"}),
+            "drafter": cell.drafter, "method": cell.method, "num_speculative_tokens": cell.num_speculative_tokens,
+            "schedule": " · ".join(e.text() for e in cell.spec.schedule) if cell.scheduled else None,
+            **cell.model_dump(include={"concurrency", "prompt_set", "num_requests", "max_tokens"}),
             "repeats": cell.repeats, "traced": cell.traced, "async_scheduling": cell.async_scheduling,
             "output_tokens_per_s": cell.output_tokens_per_s, "output_tokens_per_s_min": cell.output_tokens_per_s_min,
             "output_tokens_per_s_max": cell.output_tokens_per_s_max,
@@ -83,7 +85,7 @@ def sweep_table(sweep: Sweep, outputs: dict[tuple[str, int | None, int], str] | 
 
 def sweep_summary_line(cell: SweepCell) -> str:
     """'ngram lookup 2-4         k=3 c=4     78.3 tok/s (76.0-80.1, 3 runs)  AL 2.12 (trace)'."""
-    k = f"k={cell.num_speculative_tokens}" if cell.num_speculative_tokens else "   "
+    k = "k by batch" if cell.scheduled else f"k={cell.num_speculative_tokens}" if cell.num_speculative_tokens else "   "
     al = f"AL {cell.mean_acceptance_length:.2f}" if cell.mean_acceptance_length else "AL  -  "
     spread = (f" ({cell.output_tokens_per_s_min:.1f}-{cell.output_tokens_per_s_max:.1f}, {cell.repeats} runs)"
               if cell.repeats > 1 else "")
@@ -92,22 +94,16 @@ def sweep_summary_line(cell: SweepCell) -> str:
             f"{al}{source}")
 
 
-NO_DRAFTING = "–"  # the baseline's method and k: there are none, and "None" reads like a missing figure
-
-
 def shown_table(table: pd.DataFrame) -> pd.DataFrame:
-    """The sweep table as the pages show it: the baseline's method and num_speculative_tokens as a dash.
-
-    A baseline row's (method, num_speculative_tokens) = (None, NaN) shows as ("–", "–"); ngram k=3 as
-    ("ngram", "3"). The CSV keeps the table as it is.
-    """
+    """The sweep table as the pages show it: the baseline's method as 'no drafting' (its k is 0), a
+    schedule's k as its largest. The CSV keeps the table as it is (the baseline's method empty)."""
     shown = table.copy()
     shown["method"] = shown["method"].fillna(NO_DRAFTING)
-    shown["num_speculative_tokens"] = [NO_DRAFTING if pd.isna(k) else str(int(k)) for k in shown["num_speculative_tokens"]]
+    shown["schedule"] = shown["schedule"].fillna("")
     return shown
 
 
-def outputs_vs_baseline(sweep: Sweep, folder: Path) -> dict[tuple[str, int | None, int], str]:
+def outputs_vs_baseline(sweep: Sweep, folder: Path) -> dict[tuple[str, int, int], str]:
     """Per speculative cell, its requests' outputs against the baseline's of the same round and concurrency.
 
     Reads the cells' run files (specviz.divergence.compare_runs), so it is for the command line and the

@@ -62,6 +62,7 @@ from .acceptance_at_k import (
     mean_acceptance_length,
 )
 from .base import Frozen, SpecvizError
+from .config import SpecConfig
 from .metrics import counted_step_figures, summarize
 from .runfile import Run
 from .sweep import BASELINE, Sweep
@@ -196,7 +197,7 @@ def run_vs_formula(run: Run) -> RunVsFormula:
     if run.meta.speculative_config is None or K == 0:
         raise TextbookError("a run without speculative decoding has no acceptance to set beside the formula")
     hist = histogram_of(run)
-    return histogram_vs_formula(hist, K, refusal=drafter_refusal(run.meta.method, run.meta.speculative_config))
+    return histogram_vs_formula(hist, K, refusal=drafter_refusal(SpecConfig.from_recorded(run.meta.speculative_config)))
 
 
 def histogram_vs_formula(hist: list[int], K: int, refusal: str | None = None) -> RunVsFormula:
@@ -363,7 +364,7 @@ def closest_drafter(sweeps: dict[str, Sweep], method: str | None, k: int | None)
     best, best_share = None, -1.0
     for name, sweep in sweeps.items():
         for cell in sweep.cells:
-            if cell.method != method or cell.num_speculative_tokens != k or k is None:
+            if cell.method != method or cell.num_speculative_tokens != k or not k or cell.scheduled:
                 continue
             share = drafted_share(cell.steps, k) if len(cell.steps.accepted_histogram) == k + 1 else 0.0
             if share > best_share:

@@ -118,9 +118,11 @@ class TuningRefusal(Frozen):
         return (f"{', '.join(where)}: " if where else "") + self.reason
 
 
-def drafter_refusal(method: str | None, speculative_config: dict | None) -> str | None:
+def drafter_refusal(spec: SpecConfig | None) -> str | None:
     """Why runs of this drafting configuration cannot be cut at a smaller k, or None if they can."""
-    config = speculative_config or {}
+    if spec is None:
+        return "no drafting: there is nothing to cut"
+    method, config = spec.method, spec.to_vllm()
     if method in _METHOD_REFUSALS:
         return _METHOD_REFUSALS[method]
     if method not in CUT_IS_VALID:
@@ -131,33 +133,26 @@ def drafter_refusal(method: str | None, speculative_config: dict | None) -> str 
     if config.get("rejection_sample_method") in ("block", "synthetic"):
         return (f"rejection_sample_method={config['rejection_sample_method']!r}: acceptance is not decided one "
                 "draft at a time by the target, so cutting the recorded acceptance at k is not valid")
-    if config.get("num_speculative_tokens_per_batch_size"):
-        return "num_speculative_tokens_per_batch_size is set: the run did not draft a fixed K per step"
+    if spec.schedule:
+        return ("num_speculative_tokens_per_batch_size is set: k followed the batch size, so the run did not "
+                "draft a fixed K per step; it is measured as a row of its own, not cut")
     return None
 
 
-# ---- the pieces, each with its worked numbers in the module docstring -------------------------
+# ---- the export -------------------------------------------------------------------------------
 
 
-def with_k(speculative_config: dict | None, k: int) -> dict | None:
-    """The recorded config at another k; k=0 means no speculation (None)."""
-    if k == 0 or speculative_config is None:
-        return None
-    return dict(speculative_config) | {"num_speculative_tokens": k}
-
-
-def serve_command(target_model: str, speculative_config: dict | None) -> str:
-    """`vllm serve MODEL --speculative-config '<json>'` (no option for k=0), without specviz's tracer."""
-    spec = SpecConfig.from_dict(speculative_config) if speculative_config else None
+def serve_command(target_model: str, spec: SpecConfig | None) -> str:
+    """`vllm serve MODEL --speculative-config '<json>'` (no option without drafting), without specviz's tracer."""
     return serve_command_text(target_model, spec, trace=False)
 
 
-def python_config(target_model: str, speculative_config: dict | None) -> str:
+def python_config(target_model: str, spec: SpecConfig | None) -> str:
     """The same for Python: `LLM(model=..., speculative_config={...})`."""
-    if not speculative_config:
+    if spec is None:
         return f"from vllm import LLM\n\nllm = LLM(model={target_model!r})  # no speculative_config: no speculation"
-    spec = SpecConfig.from_dict(speculative_config).to_python().replace("\n", "\n    ")
-    return f"from vllm import LLM\n\nllm = LLM(\n    model={target_model!r},\n    {spec},\n)"
+    config = spec.to_python().replace("\n", "\n    ")
+    return f"from vllm import LLM\n\nllm = LLM(\n    model={target_model!r},\n    {config},\n)"
 
 
 # ---- the step cost ------------------------------------------------------------------------------
@@ -169,7 +164,8 @@ class StepCostFit(Frozen):
         t = base_s + per_request_s * max(0, c - knee_requests) + per_drafted_token_s[drafter] * Dr,   Dr = c * f * k
 
     Each cell's t is what its measured throughput implies, t = c * L / (output tokens/s), with L its
-    measured tokens per pass and f its drafted share of request-steps (measured_pass). The fit is
+    measured tokens per pass and f its drafted share of request-steps (measured_pass; a schedule's cells,
+    whose k varies from step to step, are left out). The fit is
     least squares on relative error (each cell weighted by 1 / its t). A cost that comes out below
     zero (noise, or too small to see) is held at 0 and the fit repeated; `held_at_zero` names it. The
     knee is searched in steps of half a request (fit_step_cost).
@@ -208,8 +204,8 @@ def measured_pass(cell: SweepCell) -> tuple[float, float] | None:
     Dr = 2 * 4/6 * 3 = 4. None when the cell has no throughput or no acceptance figures (untraced
     without vLLM's counters).
     """
-    k = cell.num_speculative_tokens or 0
-    if not cell.output_tokens_per_s or len(cell.steps.accepted_histogram) != k + 1:
+    k = cell.num_speculative_tokens
+    if cell.scheduled or not cell.output_tokens_per_s or len(cell.steps.accepted_histogram) != k + 1:
         return None
     if sum(cell.steps.accepted_histogram) + cell.steps.num_steps_without_drafts == 0:
         return None
@@ -307,7 +303,7 @@ class Recommendation(Frozen):
     num_speculative_tokens: int = Field(description="0: no speculation")
     output_tokens_per_s: float
     speedup: float
-    speculative_config: dict | None
+    spec: SpecConfig | None = Field(description="the drafter at that k; None: serve without drafting")
 
 
 class Prediction(Frozen):
@@ -315,7 +311,7 @@ class Prediction(Frozen):
     method: str | None
     target_model: str
     recorded_k: dict[int, int] = Field(description="concurrency -> K of the cell whose acceptance was cut")
-    speculative_config: dict | None = Field(description="the drafter's config as recorded")
+    spec: SpecConfig = Field(description="the drafter's config as recorded (at one of its k)")
     step_cost: StepCostFit | None = Field(description="None when it could not be fitted (see refusals)")
     rows: list[PredictionRow]
     measured: list[MeasuredPoint]
@@ -347,19 +343,18 @@ class Prediction(Frozen):
             best = max(rows, key=lambda r: (r.output_tokens_per_s, -r.num_speculative_tokens))
             out.append(Recommendation(concurrency=c, num_speculative_tokens=best.num_speculative_tokens,
                                       output_tokens_per_s=best.output_tokens_per_s, speedup=best.speedup,
-                                      speculative_config=with_k(self.speculative_config, best.num_speculative_tokens)))
+                                      spec=self.spec.with_k(best.num_speculative_tokens)))
         return out
 
-    def serve_command(self, k: int) -> str:
-        return serve_command(self.target_model, with_k(self.speculative_config, k))
-
-    def python_config(self, k: int) -> str:
-        return python_config(self.target_model, with_k(self.speculative_config, k))
+    def baseline_measured(self, concurrency: int) -> MeasuredPoint | None:
+        """The baseline cell measured at this concurrency, to stand beside every predicted figure."""
+        return next((m for m in self.measured if m.concurrency == concurrency and m.num_speculative_tokens == 0),
+                    None)
 
 
 def predict_concurrency(recorded: SweepCell, fit: StepCostFit) -> list[PredictionRow] | TuningRefusal:
     """Rows for k = 0..K at the recorded cell's concurrency (module docstring, 1.-4.), or why not."""
-    c, K = recorded.concurrency, recorded.num_speculative_tokens or 0
+    c, K = recorded.concurrency, recorded.num_speculative_tokens
     hist = recorded.steps.accepted_histogram
     if len(hist) != K + 1:
         return TuningRefusal(concurrency=c, reason=(
@@ -389,7 +384,8 @@ def predict_concurrency(recorded: SweepCell, fit: StepCostFit) -> list[Predictio
 
 
 def drafters(sweep: Sweep) -> list[str]:
-    return list(dict.fromkeys(c.drafter for c in sweep.cells if c.drafter != BASELINE))
+    """The sweep's drafters at a fixed k (the ones the tuner can cut); not the baseline, not schedules."""
+    return list(dict.fromkeys(c.drafter for c in sweep.cells if c.drafter != BASELINE and not c.scheduled))
 
 
 def recorded_ks(sweep: Sweep, drafter: str) -> list[int]:
@@ -418,16 +414,16 @@ def predict(sweep: Sweep, drafter: str, recorded_k: int | None = None) -> Predic
 
     recorded_k: the K whose acceptance is cut (default: the drafter's largest k at each concurrency).
     """
-    mine = [c for c in sweep.cells if c.drafter == drafter]
+    mine = [c for c in sweep.cells if c.drafter == drafter and not c.scheduled]
     if not mine:
-        raise ValueError(f"no cells of drafter {drafter!r} in this sweep; it has: {drafters(sweep)}")
+        raise ValueError(f"no cells of drafter {drafter!r} at a fixed k in this sweep; it has: {drafters(sweep)}")
     baselines = {c.concurrency: c for c in sweep.cells if c.drafter == BASELINE}
-    method, config = mine[0].method, mine[0].speculative_config
+    spec = mine[0].spec
     rows: list[PredictionRow] = []
     refusals: list[TuningRefusal] = []
     used: dict[int, int] = {}
     fit = fit_step_cost(sweep.cells)
-    if reason := drafter_refusal(method, config):
+    if reason := drafter_refusal(spec):
         refusals.append(TuningRefusal(concurrency=None, reason=reason))
     elif not baselines:
         refusals.append(TuningRefusal(concurrency=None, reason=(
@@ -442,17 +438,17 @@ def predict(sweep: Sweep, drafter: str, recorded_k: int | None = None) -> Predic
                 refusals.append(TuningRefusal(concurrency=c, reason=f"no run of {drafter} at k={recorded_k} "
                                                                     "at this concurrency"))
                 continue
-            cell = max(pick, key=lambda x: x.num_speculative_tokens or 0)
+            cell = max(pick, key=lambda x: x.num_speculative_tokens)
             result = predict_concurrency(cell, fit)
             if isinstance(result, TuningRefusal):
                 refusals.append(result)
             else:
-                used[c] = cell.num_speculative_tokens or 0
+                used[c] = cell.num_speculative_tokens
                 rows += result
     predicted = {(r.concurrency, r.num_speculative_tokens): r.output_tokens_per_s for r in rows}
     measured = []
-    for cell in sorted(mine + list(baselines.values()), key=lambda x: (x.concurrency, x.num_speculative_tokens or 0)):
-        k = cell.num_speculative_tokens or 0
+    for cell in sorted(mine + list(baselines.values()), key=lambda x: (x.concurrency, x.num_speculative_tokens)):
+        k = cell.num_speculative_tokens
         p = predicted.get((cell.concurrency, k))
         measured.append(MeasuredPoint(
             concurrency=cell.concurrency, num_speculative_tokens=k, output_tokens_per_s=cell.output_tokens_per_s,
@@ -463,8 +459,8 @@ def predict(sweep: Sweep, drafter: str, recorded_k: int | None = None) -> Predic
             if p is not None and cell.output_tokens_per_s else None,
             used_for_prediction=k > 0 and used.get(cell.concurrency) == k,
         ))
-    return Prediction(drafter=drafter, method=method, target_model=sweep.grid.target_model, recorded_k=used,
-                      speculative_config=config, step_cost=fit if isinstance(fit, StepCostFit) else None,
+    return Prediction(drafter=drafter, method=spec.method, target_model=sweep.grid.target_model, recorded_k=used,
+                      spec=spec, step_cost=fit if isinstance(fit, StepCostFit) else None,
                       rows=rows, measured=measured, refusals=refusals, provenance=provenance(sweep))
 
 

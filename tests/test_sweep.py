@@ -57,12 +57,13 @@ def test_speedup_is_against_the_baseline_at_the_same_concurrency():
     assert not sweep.complete  # ngram k=1 is missing
 
 
-def test_the_shown_table_gives_the_baseline_a_dash_for_method_and_k():
+def test_the_shown_table_says_no_drafting_for_the_baseline_and_its_k_is_0():
     sweep = Sweep(grid=SweepGrid(**GRID), cells=[cell("baseline", None, 1, 30.0), cell("ngram lookup 2-4", 3, 1, 45.0)])
     table = sweep_table(sweep)
     shown = shown_table(table)
-    assert list(shown["method"]) == ["–", "ngram"] and list(shown["num_speculative_tokens"]) == ["–", "3"]
-    assert table["method"].isna().iloc[0] and table["num_speculative_tokens"].isna().iloc[0]  # the CSV keeps it
+    assert list(shown["method"]) == ["no drafting", "ngram"] and list(shown["num_speculative_tokens"]) == [0, 3]
+    assert table["method"].isna().iloc[0]  # the CSV keeps the baseline's method empty
+    assert table["num_speculative_tokens"].dtype.kind == "i"  # k is a whole number everywhere, 0 without drafting
 
 
 def test_engine_configs_put_the_baseline_first_and_refuse_a_drafter_with_its_own_k():

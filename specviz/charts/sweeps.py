@@ -53,13 +53,25 @@ def _spread_bars(rows: pd.DataFrame, value: str, low: str, high: str) -> dict | 
 
 
 def drafters(table: pd.DataFrame) -> list[str]:
-    """The drafters of a sweep table in order of appearance, without the baseline."""
-    return [d for d in _distinct(table["drafter"]) if d != BASELINE]
+    """The drafters of a sweep table at a fixed k, in order of appearance: not the baseline, not schedules."""
+    static = table[table["schedule"].isna()] if "schedule" in table else table
+    return [d for d in _distinct(static["drafter"]) if d != BASELINE]
+
+
+def schedules(table: pd.DataFrame) -> list[str]:
+    """The rows whose k follows the batch size (vLLM's num_speculative_tokens_per_batch_size)."""
+    return _distinct(table.loc[table["schedule"].notna(), "drafter"]) if "schedule" in table else []
+
+
+def _static_ks(rows: pd.DataFrame) -> list[int]:
+    """The k of the drafters' fixed-k cells (not the baseline's 0, not a schedule's largest k)."""
+    return sorted({int(k) for d in drafters(rows) for k in _cells(rows, d)["num_speculative_tokens"] if _present(k)})
 
 
 def config_label(drafter: str, k) -> str:
+    """'ngram lookup 2-4 k=3'; a schedule's label already says its k ('ngram k by batch 1:4 2-64:1')."""
     k = _k(k)
-    return drafter if k is None else f"{drafter} k={k}"
+    return drafter if k is None or drafter == BASELINE or " k by batch " in drafter else f"{drafter} k={k}"
 
 
 def sweep_caption(table: pd.DataFrame, *, concurrency: int | None = None, model: str | None = None) -> str:
@@ -169,7 +181,7 @@ def breakeven_concurrency(table: pd.DataFrame, drafter: str, k: int | None = Non
 def throughput_vs_k(table: pd.DataFrame, concurrency: int, caption: str) -> go.Figure:
     """Output tokens/s against num_speculative_tokens, one line per drafter, the baseline as a level line."""
     rows = table[table["concurrency"] == concurrency]
-    ks = sorted({int(k) for k in rows["num_speculative_tokens"] if _present(k)})
+    ks = _static_ks(rows)
     fig = go.Figure()
     for d in drafters(rows):
         r = _cells(rows, d).sort_values("num_speculative_tokens")
@@ -186,6 +198,13 @@ def throughput_vs_k(table: pd.DataFrame, concurrency: int, caption: str) -> go.F
             x=[ks[0] - 0.4, ks[-1] + 0.4], y=[b, b], mode="lines", line=_BASELINE_STYLE,
             name=f"baseline, no drafting ({b:.1f} tokens/s)", meta=dict(role="baseline", concurrency=concurrency),
             hovertemplate=f"baseline: {b:.1f} output tokens/s<extra></extra>",
+        ))
+    for d in schedules(rows) if ks else []:  # k follows the batch: a level line, as the baseline's
+        v = float(_cells(rows, d)["output_tokens_per_s"].iloc[0])
+        fig.add_trace(go.Scatter(
+            x=[ks[0] - 0.4, ks[-1] + 0.4], y=[v, v], mode="lines", line=dict(dash="dashdot", width=2),
+            name=f"{d} ({v:.1f} tokens/s)", meta=dict(role="schedule", drafter=d, concurrency=concurrency),
+            hovertemplate=f"{d}: {v:.1f} output tokens/s<extra></extra>",
         ))
     return figure_layout(fig, f"Throughput vs num_speculative_tokens at concurrency {concurrency}"
                    + (" (median, bars: min-max over runs)" if "output_tokens_per_s_min" in rows else ""), caption,
@@ -213,7 +232,7 @@ def speedup_vs_concurrency(table: pd.DataFrame, caption: str, *, best_k: bool = 
                 hovertemplate=f"{d} %{{text}}<br>concurrency %{{x}}: %{{y:.2f}}x<extra></extra>",
             ))
         else:
-            for k in sorted({int(k) for k in _cells(table, d)["num_speculative_tokens"] if _present(k)}):
+            for k in _static_ks(_cells(table, d)):
                 r = _cells(table, d, k)
                 r = r[r["speedup"].notna()].sort_values("concurrency")
                 fig.add_trace(go.Scatter(
@@ -222,7 +241,7 @@ def speedup_vs_concurrency(table: pd.DataFrame, caption: str, *, best_k: bool = 
                     name=config_label(d, k), meta=dict(role="measured", drafter=d, k=k),
                     hovertemplate=f"{config_label(d, k)}<br>concurrency %{{x}}: %{{y:.2f}}x<extra></extra>",
                 ))
-        c = breakeven_concurrency(table, d)
+        c = breakeven_concurrency(table, d)  # over the static k: a schedule is drawn as its own line below
         if c is not None:  # a marker named in the legend: labels printed in the plot would collide
             best = best_k_rows(table, d)
             y = float(best.loc[best["concurrency"] == c, "speedup"].iloc[0])
@@ -231,6 +250,15 @@ def speedup_vs_concurrency(table: pd.DataFrame, caption: str, *, best_k: bool = 
                 name=f"{d}: no k pays from concurrency {c}", meta=dict(role="breakeven", drafter=d, concurrency=c),
                 hovertemplate=f"{d}: from concurrency {c} no k beats the baseline (best k %{{y:.2f}}x)<extra></extra>",
             ))
+    for d in schedules(table):
+        r = _cells(table, d)
+        r = r[r["speedup"].notna()].sort_values("concurrency")
+        fig.add_trace(go.Scatter(
+            x=[int(c) for c in r["concurrency"]], y=_floats(r["speedup"]), mode="lines+markers",
+            error_y=_spread_bars(r, "speedup", "speedup_min", "speedup_max"), line=dict(dash="dashdot", width=3),
+            marker=dict(symbol="star", size=12), name=d, meta=dict(role="schedule", drafter=d),
+            hovertemplate=f"{d}<br>concurrency %{{x}}: %{{y:.2f}}x<extra></extra>",
+        ))
     fig.add_hrect(y0=0, y1=1, fillcolor="rgba(214,39,40,0.06)", line_width=0, layer="below")
     fig.add_hline(y=1, line=dict(_BASELINE_STYLE, width=3))
     fig.add_trace(go.Scatter(  # the line's label, in the legend where it cannot cover a data line
@@ -244,7 +272,7 @@ def speedup_vs_concurrency(table: pd.DataFrame, caption: str, *, best_k: bool = 
 def acceptance_length_vs_k(table: pd.DataFrame, concurrency: int, caption: str) -> go.Figure:
     """Mean acceptance length (1 + accepted / drafts) against k, one line per drafter; k + 1 is the ceiling."""
     rows = table[table["concurrency"] == concurrency]
-    ks = sorted({int(k) for k in rows["num_speculative_tokens"] if _present(k)})
+    ks = _static_ks(rows)
     fig = go.Figure()
     for d in drafters(rows):
         r = _cells(rows, d).sort_values("num_speculative_tokens")
@@ -316,8 +344,8 @@ def latency_vs_throughput(table: pd.DataFrame, caption: str) -> go.Figure:
     and joined in concurrency order, so a line shows how a configuration trades latency for throughput.
     """
     fig = go.Figure()
-    configs = [(BASELINE, None)] + [(d, k) for d in drafters(table) for k in
-                                    sorted({_k(k) for k in _cells(table, d)["num_speculative_tokens"] if _present(k)})]
+    configs = ([(BASELINE, None)] + [(d, k) for d in drafters(table) for k in _static_ks(_cells(table, d))]
+               + [(d, None) for d in schedules(table)])
     for d, k in configs:
         r = _cells(table, d, k)
         r = r[r["time_per_output_token_s_p50"].notna()].sort_values("concurrency")

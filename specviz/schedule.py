@@ -1,0 +1,178 @@
+"""From the tuner's picks to what ships: confirm the picks by measurement, then a per-batch-size schedule.
+
+    pred = tuning.predict(sweep, "ngram lookup 2-4")
+    grid = confirmation_grid(sweep, pred, repeats=3)      # the cells that decide, and the predicted schedule
+    confirm = sweep_runner.run_sweep(grid, folder)          # measured (resumable), every cell once per round
+    rows = confirmation_rows(pred, confirm)                 # per concurrency: predicted, confirmed, baseline
+    spec = exported_spec(pred.spec, {r.concurrency: r.confirmed_k for r in rows})
+
+1. Candidates (confirmation_candidates): at each concurrency the predicted best k and its neighbours
+   (k - 1 and k + 1 within 0..the recorded K), and always k = 0, the baseline. The argmax of noisy
+   predictions is biased up where the curve is flat, so the neighbours are measured too.
+2. The pick (pick_on_measurement): the candidate with the highest median output tokens/s; then the
+   smallest k whose median and the best's each lie within the other's min-max spread, since a
+   smaller k costs less when the batch grows and measures the same. Worked: k=2 at 83.1 (81.0-84.0),
+   k=3 at 84.0 (82.5-86.0) -> 84.0 lies in 81.0-84.0 and 83.1 in 82.5-86.0, so k=2.
+3. The schedule (schedule_for): vLLM's num_speculative_tokens_per_batch_size takes inclusive
+   batch-size ranges. Each measured concurrency c_i covers the batch sizes above the previous one
+   up to c_i (a run at concurrency c_i schedules c_i requests per step until its last requests
+   finish); equal neighbours merge; vLLM keeps the last k for every larger batch. Picks {1: 4, 2: 2,
+   4: 2, 8: 1, 16: 0} -> [[1, 1, 4], [2, 4, 2], [5, 8, 1], [9, 16, 0]]. One k everywhere is a static
+   config, and k = 0 everywhere is no speculative config at all: a schedule of zeros still costs
+   (benchmarks/schedule_cost.py measures it).
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from .base import Frozen
+from .config import BatchSizeRange, SpecConfig
+from .sweep import BASELINE, Sweep, SweepCell, SweepGrid, drafter_label
+from .tuning import Prediction
+
+
+class Measured(Frozen):
+    """A cell's output tokens/s over its runs: the median and the min-max spread."""
+
+    k: int = Field(description="0: the baseline (no drafting)")
+    output_tokens_per_s: float = Field(description="median over the runs")
+    low: float
+    high: float
+    repeats: int
+
+    @classmethod
+    def of(cls, cell: SweepCell) -> Measured:
+        return cls(k=cell.num_speculative_tokens, output_tokens_per_s=cell.output_tokens_per_s,
+                   low=cell.output_tokens_per_s_min, high=cell.output_tokens_per_s_max, repeats=cell.repeats)
+
+    def level_with(self, other: Measured) -> bool:
+        """Each median lies within the other's spread: the runs cannot tell the two apart."""
+        return (other.low <= self.output_tokens_per_s <= other.high
+                and self.low <= other.output_tokens_per_s <= self.high)
+
+    def text(self) -> str:
+        """'83.1 (81.0-84.0, 3 runs)'."""
+        spread = f"{self.low:.1f}-{self.high:.1f}, {self.repeats} runs" if self.repeats > 1 else "1 run"
+        return f"{self.output_tokens_per_s:.1f} ({spread})"
+
+
+def pick_on_measurement(candidates: list[Measured]) -> Measured:
+    """The best median, or the smallest k level with it (module docstring, 2.)."""
+    best = max(candidates, key=lambda m: (m.output_tokens_per_s, -m.k))
+    return min((m for m in candidates if m is best or m.level_with(best)), key=lambda m: m.k)
+
+
+def schedule_for(picks: dict[int, int]) -> list[BatchSizeRange]:
+    """Concurrency -> k as vLLM's batch-size ranges (module docstring, 3.)."""
+    ranges: list[BatchSizeRange] = []
+    first = 1
+    for c in sorted(picks):
+        if ranges and ranges[-1].k == picks[c]:
+            ranges[-1] = ranges[-1].model_copy(update={"last": c})
+        else:
+            ranges.append(BatchSizeRange(first=first, last=c, k=picks[c]))
+        first = c + 1
+    return ranges
+
+
+def exported_spec(spec: SpecConfig, picks: dict[int, int]) -> SpecConfig | None:
+    """The drafter with the picks' schedule; a static k when one k fits all, None when no k pays anywhere."""
+    return spec.with_schedule(schedule_for(picks))
+
+
+def confirmation_candidates(pred: Prediction, neighbours: int = 1) -> dict[int, list[int]]:
+    """Concurrency -> the k to measure: the predicted best, its neighbours within 0..K, and 0 (module docstring, 1.).
+    Predicted best k=2 with K=5 -> [0, 1, 2, 3]; best k=0 -> [0, 1]."""
+    out = {}
+    for rec in pred.recommend():
+        K = pred.recorded_k[rec.concurrency]
+        best = rec.num_speculative_tokens
+        out[rec.concurrency] = sorted({0} | set(range(max(0, best - neighbours), min(K, best + neighbours) + 1)))
+    return out
+
+
+def confirmation_grid(sweep: Sweep, pred: Prediction, *, repeats: int = 3, neighbours: int = 1,
+                      schedules: list[SpecConfig] = ()) -> SweepGrid:
+    """The sweep's grid narrowed to the candidates (and the baseline at every concurrency), with the predicted
+    schedule and any `schedules` given as rows of their own; measured `repeats` times in rounds."""
+    candidates = confirmation_candidates(pred, neighbours)
+    cells_at_k: dict[int, list[int]] = {}
+    for c, ks in sorted(candidates.items()):
+        for k in ks:
+            cells_at_k.setdefault(k, []).append(c)
+    drafter = {key: v for key, v in pred.spec.with_k(1).to_vllm().items() if key != "num_speculative_tokens"}
+    predicted = exported_spec(pred.spec, {r.concurrency: r.num_speculative_tokens for r in pred.recommend()})
+    rows = [s for s in [*schedules, predicted] if s is not None and s.schedule]  # earlier rows keep their place
+    return SweepGrid.model_validate(sweep.grid.model_dump() | dict(
+        drafters=[drafter], num_speculative_tokens=sorted(k for k in cells_at_k if k), concurrencies=sorted(candidates),
+        repeats=repeats, cells_at_k=cells_at_k,
+        schedules=list({s.model_dump_json(): s.to_vllm() for s in rows}.values())))
+
+
+class ConfirmationRow(Frozen):
+    """One concurrency: what the tuner predicted, what measurement picked, and what stands beside it."""
+
+    concurrency: int
+    predicted_k: int
+    predicted_output_tokens_per_s: float
+    candidates: list[Measured] = Field(description="the measured candidates, by k (k=0: the baseline)")
+    confirmed_k: int
+    schedule: Measured | None = Field(description="the schedule row at this concurrency, if measured")
+
+    @property
+    def baseline(self) -> Measured | None:
+        return self.at(0)
+
+    @property
+    def confirmed(self) -> Measured:
+        return self.at(self.confirmed_k)
+
+    def at(self, k: int) -> Measured | None:
+        return next((m for m in self.candidates if m.k == k), None)
+
+
+def confirmation_rows(pred: Prediction, confirm: Sweep, schedule: SpecConfig | None = None) -> list[ConfirmationRow]:
+    """Per concurrency with measured candidates: the prediction, the candidates and the pick on measurement.
+    `schedule`: the schedule row to stand beside them (default: the confirmation's last schedule)."""
+    if schedule is None:
+        rows = [c.spec for c in confirm.cells if c.scheduled]
+        schedule = rows[-1] if rows else None
+    label = schedule_label(schedule) if schedule is not None and schedule.schedule else None
+    recs = {r.concurrency: r for r in pred.recommend()}
+    out = []
+    for c in sorted(recs):
+        measured = [Measured.of(cell) for cell in confirm.cells if cell.concurrency == c
+                    and cell.drafter in (BASELINE, pred.drafter)]
+        if not measured:
+            continue
+        sched = next((Measured.of(cell) for cell in confirm.cells if cell.concurrency == c and cell.drafter == label),
+                     None)
+        out.append(ConfirmationRow(
+            concurrency=c, predicted_k=recs[c].num_speculative_tokens,
+            predicted_output_tokens_per_s=recs[c].output_tokens_per_s,
+            candidates=sorted(measured, key=lambda m: m.k), confirmed_k=pick_on_measurement(measured).k,
+            schedule=sched))
+    return out
+
+
+def schedule_label(spec: SpecConfig) -> str:
+    """The sweep's label of a schedule row (sweep.drafter_label)."""
+    return drafter_label(spec.to_vllm())
+
+
+class EngineCost(Frozen):
+    """What a sweep cost in engine time: starts, measured runs, and the seconds those runs took."""
+
+    engine_starts: int = Field(description="one per configuration per repeat round")
+    runs: int
+    run_seconds: float = Field(description="sum of the measured runs' wall times (warm-ups and starts not counted)")
+    start_seconds: float = Field(description="sum of the engines' start-up times, as recorded with each cell")
+
+    @classmethod
+    def of(cls, sweep: Sweep) -> EngineCost:
+        runs = [r for c in sweep.cells for r in c.runs]
+        starts = {(c.drafter, c.num_speculative_tokens, r.repeat): r.engine_ready_after_s or 0.0
+                  for c in sweep.cells for r in c.runs}
+        return cls(engine_starts=len(starts), runs=len(runs), run_seconds=sum(r.wall_time_s for r in runs),
+                   start_seconds=sum(starts.values()))
