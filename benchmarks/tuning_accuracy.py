@@ -14,7 +14,11 @@ were measured too and serve as the truth. Printed, with each sweep's provenance:
   3. the median |relative error| of predicted throughput (target: at most 5%), in-sample and left-out;
   4. per concurrency: the recommended k, its measured throughput, the best measured k with its
      spread over repeats, and whether the recommended k's measured median lies within that spread
-     (with one run per cell the spread is a point: only the best k itself is within it).
+     (with one run per cell the spread is a point: only the best k itself is within it);
+  5. where `specviz tune` confirmed the drafter (<sweep>/confirm/<drafter>/): the k picked on those fresh
+     runs, checked against the sweep's own measurement the same way; and where the sweep measured the
+     exported schedule as a row, the schedule against every static k: within the best's spread at each
+     concurrency, and its output tokens/s summed over the concurrencies against each static k's sum.
 The totals over all sweeps close the report.
 """
 
@@ -27,10 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specviz.acceptance_at_k import tokens_per_step, tokens_per_step_fixed_share
-from specviz.sweep import BASELINE, Sweep, load_sweep  # noqa: E402
+from specviz.config import describe_spec
+from specviz.schedule import EngineCost, schedule_label, tuned
+from specviz.sweep import BASELINE, Sweep, load_confirmation, load_sweep
 from specviz.tuning import TuningRefusal, drafters, fit_step_cost, list_sweep_files, measured_pass, predict
 
 TARGET_ERROR = 0.05
+path_of: dict[int, Path] = {}  # id(sweep) -> its folder, where its confirmations are
 
 
 @dataclass
@@ -42,6 +49,10 @@ class Totals:
     checked: int = 0  # concurrencies whose recommended k was measured
     unmeasured: list[str] = field(default_factory=list)  # where the recommended k was not measured
     among_measured_within: int = 0  # the best predicted of the measured k, within the best's spread
+    confirmed_within: int = 0  # the confirmed pick's measured median in the sweep, within the best's spread
+    confirmed_checked: int = 0
+    confirmed_outside: list[str] = field(default_factory=list)
+    schedules: list[str] = field(default_factory=list)  # one line per measured schedule row
     points: int = 0  # concurrencies x drafters predicted
     fits: list[str] = field(default_factory=list)
 
@@ -140,7 +151,62 @@ def report(sweep: Sweep, name: str, totals: Totals) -> None:
             print(f"    c={c:<3} recommend k={rec.num_speculative_tokens} (predicted {rec.output_tokens_per_s:.1f}, "
                   f"measured {_spread(got) if got else '-'}) · best measured k={best_k} {_spread(best)} · {verdict}"
                   f" · best predicted of the measured k: k={pick}, {'within' if pick_inside else 'OUTSIDE'}")
+        _confirmed(sweep, p, path_of[id(sweep)], name, by_key, totals)
     print()
+
+
+def _best_static(by_key: dict, drafter: str, c: int):
+    measured = {k: x for (d, k, cc), x in by_key.items() if cc == c and d in (drafter, BASELINE)}
+    return measured, max(measured.values(), key=lambda x: x.output_tokens_per_s)
+
+
+def _confirmed(sweep: Sweep, pred, folder: Path, name: str, by_key: dict, totals: Totals) -> None:
+    """Report 5 (module docstring): the confirmation's picks and the schedule row, against the sweep."""
+    confirmation = load_confirmation(folder, pred.drafter)
+    result = tuned(pred, sweep, confirmation)
+    if confirmation is None:
+        print(f"  no confirmation (run: specviz tune {folder} --drafter '{pred.drafter}'); picks on the sweep's own "
+              "cells are within its spread by construction, so they are not counted")
+    else:
+        print(f"  confirmed by specviz tune ({confirmation.grid.repeats} runs per cell, "
+              f"{EngineCost.of(confirmation.cells).text()}; the grid of static k: "
+              f"{EngineCost.of([c for c in sweep.cells if not c.scheduled]).text()}):")
+        for row in result.rows:
+            measured, best = _best_static(by_key, pred.drafter, row.concurrency)
+            got = measured.get(row.confirmed_k)
+            inside = got is not None and got.output_tokens_per_s >= best.output_tokens_per_s_min
+            totals.confirmed_checked += 1
+            totals.confirmed_within += inside
+            if not inside:
+                totals.confirmed_outside.append(f"{name} {pred.drafter} c={row.concurrency} k={row.confirmed_k}")
+            print(f"    c={row.concurrency:<3} confirmed k={row.confirmed_k} ({row.confirmed.text()} in the "
+                  f"confirmation) · in the sweep {_spread(got) if got else 'not measured'} · best k="
+                  f"{best.num_speculative_tokens} {_spread(best)} · {'within' if inside else 'OUTSIDE'}")
+    if result.exported is None or not result.exported.schedule:
+        print(f"  exported: {describe_spec(result.exported)} (no schedule row to measure)")
+        return
+    label = schedule_label(result.exported)
+    rows = {c.concurrency: c for c in sweep.cells if c.drafter == label}
+    print(f"  exported schedule: {describe_spec(result.exported)}")
+    if not rows:
+        print("    not measured in this sweep (add it with the sweep's command and --schedule)")
+        return
+    sums = {}
+    for c, cell in sorted(rows.items()):
+        measured, best = _best_static(by_key, pred.drafter, c)
+        for k, x in measured.items():
+            sums.setdefault(k, []).append(x.output_tokens_per_s)
+        inside = cell.output_tokens_per_s >= best.output_tokens_per_s_min
+        print(f"    c={c:<3} schedule k={result.exported.k_at(c)} {_spread(cell)} · best static k="
+              f"{best.num_speculative_tokens} {_spread(best)} · {'within' if inside else 'OUTSIDE'}")
+    total = sum(x.output_tokens_per_s for x in rows.values())
+    full = {k: sum(v) for k, v in sums.items() if len(v) == len(rows)}
+    beaten = [k for k, v in full.items() if v > total]
+    line = (f"{name} {pred.drafter}: schedule sum {total:.1f} tok/s over c={sorted(rows)} against static k "
+            + ", ".join(f"{k}: {v:.1f}" for k, v in sorted(full.items()))
+            + (f" · BEATEN by k={beaten}" if beaten else " · at or above every static k"))
+    totals.schedules.append(line)
+    print(f"    summed: {line}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,7 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(__file__).resolve().parent.parent
     for path in paths:
         shown = path.resolve().relative_to(root) if path.resolve().is_relative_to(root) else path
-        report(load_sweep(path), str(shown), totals)
+        sweep = load_sweep(path)
+        path_of[id(sweep)] = path.parent
+        report(sweep, str(shown), totals)
     print("== totals over", len(paths), "sweep(s) ==")
     for line in totals.fits:
         print(f"  {line}")
@@ -165,6 +233,11 @@ def main(argv: list[str] | None = None) -> int:
              if totals.unmeasured else ""))
     print(f"  the best predicted of the measured k within the best measured k's spread: {totals.among_measured_within} "
           f"of {totals.points} points (every drafter at every concurrency)")
+    print(f"  the confirmed pick's measured throughput in the sweep within the best's spread: "
+          f"{totals.confirmed_within} of {totals.confirmed_checked} confirmed points"
+          + (f"; outside: {'; '.join(totals.confirmed_outside)}" if totals.confirmed_outside else ""))
+    for line in totals.schedules:
+        print(f"  {line}")
     print(f"  median |relative error| of predicted output tokens/s (cells at k < K): {_med(totals.errors)}, "
           f"left out of the fit: {_med(totals.left_out)} (target: at most {TARGET_ERROR:.0%})")
     return 0

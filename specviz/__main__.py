@@ -205,10 +205,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     try:
         drafters = [json.loads(d) for d in args.drafter]
+        schedules = [json.loads(d) for d in args.schedule]
     except json.JSONDecodeError as e:
-        return _fail(f"--drafter is not valid JSON ({e.msg} at column {e.colno})")
+        return _fail(f"--drafter or --schedule is not valid JSON ({e.msg} at column {e.colno})")
     try:
-        grid = SweepGrid(target_model=args.model, drafters=drafters, num_speculative_tokens=args.k,
+        grid = SweepGrid(target_model=args.model, drafters=drafters, schedules=schedules, num_speculative_tokens=args.k,
                          concurrencies=args.concurrency, prompts=args.prompts, num_requests=args.num_requests,
                          max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed,
                          dtype=args.dtype or default_dtype(args.model), logprobs=args.logprobs,
@@ -267,9 +268,10 @@ def _with_progress(measure, out: Path, *, total: int):
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from .schedule import EngineCost, confirmation_grid, confirmation_rows
-    from .sweep import Sweep, SweepError, load_sweep
-    from .sweep_runner import check_grid, confirmation_folder, run_confirmation
+    from .config import describe_spec
+    from .schedule import EngineCost, confirmation_grid, tuned
+    from .sweep import Sweep, SweepError, confirmation_folder, load_sweep
+    from .sweep_runner import check_grid, run_confirmation
     from .tuning import drafters, predict, python_config, serve_command
 
     folder = Path(args.sweep)
@@ -296,17 +298,21 @@ def cmd_tune(args: argparse.Namespace) -> int:
     confirm, exported = result
     print(f"{drafter}: predicted from the sweep, confirmed by measurement ({confirm.grid.repeats} runs per cell, "
           "output tokens/s: median (min-max))")
-    for row in confirmation_rows(pred, confirm, exported):
+    for row in tuned(pred, load_sweep(folder / "sweep.json"), confirm).rows:
         base = row.baseline.text() if row.baseline else "not measured"
         sched = f" · schedule {row.schedule.text()}" if row.schedule else ""
         print(f"  c={row.concurrency:<3} predicted k={row.predicted_k} ({row.predicted_output_tokens_per_s:.1f}) · "
               f"confirmed k={row.confirmed_k} {row.confirmed.text()} · baseline {base}{sched}")
-    full, spent = EngineCost.of(sweep), EngineCost.of(confirm)
-    print(f"engine time: confirmation {spent.runs} runs, {spent.engine_starts} engine starts, "
-          f"{spent.run_seconds + spent.start_seconds:.0f} s measuring and starting; the full grid took "
-          f"{full.runs} runs, {full.engine_starts} starts, {full.run_seconds + full.start_seconds:.0f} s")
+    spent = EngineCost.of(confirm.cells)
+    full = EngineCost.of([c for c in sweep.cells if not c.scheduled])
+    print(f"engine time (measuring and starting engines): this confirmation {spent.text()}; "
+          f"the sweep's grid of static k {full.text()}")
+    print(f"\nExported: {describe_spec(exported)}")
     print("\nServe it (vLLM):\n" + serve_command(sweep.grid.target_model, exported))
     print("\nOr in Python:\n" + python_config(sweep.grid.target_model, exported))
+    if exported is not None and exported.schedule:
+        print(f"\nTo measure it beside every static k of the sweep, run the sweep's command again with "
+              f"--schedule '{json.dumps(exported.to_vllm())}'")
     print(json.dumps({"out": str(out / "sweep.json"), "speculative_config": exported.to_vllm() if exported else None}))
     return 0
 
@@ -493,6 +499,10 @@ def main(argv: list[str] | None = None) -> int:
     w.add_argument("--model", required=True, help="target model folder")
     w.add_argument("--drafter", action="append", default=[],
                    help="a speculative config as JSON without num_speculative_tokens; repeat for several")
+    w.add_argument("--schedule", action="append", default=[],
+                   help="a whole speculative config whose k follows the batch size (with "
+                        "num_speculative_tokens_per_batch_size), measured as one more row at every concurrency, "
+                        "e.g. what `specviz tune` exports; repeat for several; may be added to a sweep on resume")
     w.add_argument("--k", type=_int_list, default=[1, 2, 3, 5], help="num_speculative_tokens values, e.g. 1,2,3,5")
     w.add_argument("--concurrency", type=_int_list, default=[1, 2, 4, 8, 16], help="e.g. 1,2,4,8,16")
     w.add_argument("--prompts", default="builtin:code", help="builtin:NAME or a .txt/.json file")

@@ -1,10 +1,14 @@
 """From the tuner's picks to what ships: confirm the picks by measurement, then a per-batch-size schedule.
 
     pred = tuning.predict(sweep, "ngram lookup 2-4")
-    grid = confirmation_grid(sweep, pred, repeats=3)      # the cells that decide, and the predicted schedule
+    grid = confirmation_grid(sweep, pred, repeats=3)      # the cells that decide
     confirm = sweep_runner.run_sweep(grid, folder)          # measured (resumable), every cell once per round
     rows = confirmation_rows(pred, confirm)                 # per concurrency: predicted, confirmed, baseline
     spec = exported_spec(pred.spec, {r.concurrency: r.confirmed_k for r in rows})
+    # sweep_runner.run_confirmation does all this, then measures `spec` as one more row
+
+The picks can also be made on a sweep that measured every k (confirmation_rows(pred, sweep)): the
+tuner's prediction then only says which k to measure first.
 
 1. Candidates (confirmation_candidates): at each concurrency the predicted best k and its neighbours
    (k - 1 and k + 1 within 0..the recorded K), and always k = 0, the baseline. The argmax of noisy
@@ -29,7 +33,7 @@ from pydantic import Field
 from .base import Frozen
 from .config import BatchSizeRange, SpecConfig
 from .sweep import BASELINE, Sweep, SweepCell, SweepGrid, drafter_label
-from .tuning import Prediction
+from .tuning import NOT_MEASURED, Prediction
 
 
 class Measured(Frozen):
@@ -94,20 +98,17 @@ def confirmation_candidates(pred: Prediction, neighbours: int = 1) -> dict[int, 
 
 def confirmation_grid(sweep: Sweep, pred: Prediction, *, repeats: int = 3, neighbours: int = 1,
                       schedules: list[SpecConfig] = ()) -> SweepGrid:
-    """The sweep's grid narrowed to the candidates (and the baseline at every concurrency), with the predicted
-    schedule and any `schedules` given as rows of their own; measured `repeats` times in rounds."""
+    """The sweep's grid narrowed to the candidates (and the baseline at every concurrency), measured
+    `repeats` times in rounds; `schedules` (a confirmation's exported schedules) as rows of their own."""
     candidates = confirmation_candidates(pred, neighbours)
     cells_at_k: dict[int, list[int]] = {}
     for c, ks in sorted(candidates.items()):
         for k in ks:
             cells_at_k.setdefault(k, []).append(c)
     drafter = {key: v for key, v in pred.spec.with_k(1).to_vllm().items() if key != "num_speculative_tokens"}
-    predicted = exported_spec(pred.spec, {r.concurrency: r.num_speculative_tokens for r in pred.recommend()})
-    rows = [s for s in [*schedules, predicted] if s is not None and s.schedule]  # earlier rows keep their place
     return SweepGrid.model_validate(sweep.grid.model_dump() | dict(
         drafters=[drafter], num_speculative_tokens=sorted(k for k in cells_at_k if k), concurrencies=sorted(candidates),
-        repeats=repeats, cells_at_k=cells_at_k,
-        schedules=list({s.model_dump_json(): s.to_vllm() for s in rows}.values())))
+        repeats=repeats, cells_at_k=cells_at_k, schedules=[s.to_vllm() for s in schedules if s.schedule]))
 
 
 class ConfirmationRow(Frozen):
@@ -118,7 +119,7 @@ class ConfirmationRow(Frozen):
     predicted_output_tokens_per_s: float
     candidates: list[Measured] = Field(description="the measured candidates, by k (k=0: the baseline)")
     confirmed_k: int
-    schedule: Measured | None = Field(description="the schedule row at this concurrency, if measured")
+    schedule: Measured | None = Field(default=None, description="the exported schedule's row here, if measured")
 
     @property
     def baseline(self) -> Measured | None:
@@ -132,28 +133,71 @@ class ConfirmationRow(Frozen):
         return next((m for m in self.candidates if m.k == k), None)
 
 
-def confirmation_rows(pred: Prediction, confirm: Sweep, schedule: SpecConfig | None = None) -> list[ConfirmationRow]:
-    """Per concurrency with measured candidates: the prediction, the candidates and the pick on measurement.
-    `schedule`: the schedule row to stand beside them (default: the confirmation's last schedule)."""
-    if schedule is None:
-        rows = [c.spec for c in confirm.cells if c.scheduled]
-        schedule = rows[-1] if rows else None
-    label = schedule_label(schedule) if schedule is not None and schedule.schedule else None
-    recs = {r.concurrency: r for r in pred.recommend()}
+def confirmation_rows(pred: Prediction, measured: Sweep) -> list[ConfirmationRow]:
+    """Per predicted concurrency that `measured` has cells at: the prediction, the measured candidates
+    (every k of the drafter there, and the baseline) and the pick on measurement. `measured` is a
+    confirmation, or a sweep that measured every k itself."""
     out = []
-    for c in sorted(recs):
-        measured = [Measured.of(cell) for cell in confirm.cells if cell.concurrency == c
-                    and cell.drafter in (BASELINE, pred.drafter)]
-        if not measured:
-            continue
-        sched = next((Measured.of(cell) for cell in confirm.cells if cell.concurrency == c and cell.drafter == label),
-                     None)
-        out.append(ConfirmationRow(
-            concurrency=c, predicted_k=recs[c].num_speculative_tokens,
-            predicted_output_tokens_per_s=recs[c].output_tokens_per_s,
-            candidates=sorted(measured, key=lambda m: m.k), confirmed_k=pick_on_measurement(measured).k,
-            schedule=sched))
+    for rec in pred.recommend():
+        candidates = [Measured.of(cell) for cell in measured.cells if cell.concurrency == rec.concurrency
+                      and not cell.scheduled and cell.drafter in (BASELINE, pred.drafter)]
+        if candidates:
+            out.append(ConfirmationRow(
+                concurrency=rec.concurrency, predicted_k=rec.num_speculative_tokens,
+                predicted_output_tokens_per_s=rec.output_tokens_per_s,
+                candidates=sorted(candidates, key=lambda m: m.k), confirmed_k=pick_on_measurement(candidates).k))
     return out
+
+
+class Tuned(Frozen):
+    """The Tuning page's answer for one drafter: per concurrency predicted, confirmed and measured, and
+    the spec to export (the confirmed picks' schedule)."""
+
+    rows: list[ConfirmationRow]
+    exported: SpecConfig | None = Field(description="None: no drafting pays at any measured concurrency")
+    confirmed_by: str = Field(description="'confirmation' (specviz tune measured it) or 'sweep' (its own cells)")
+    schedule_measured_in: str | None = Field(description="'sweep' or 'confirmation' where the exported schedule "
+                                                         "was measured as a row; None: not measured yet")
+
+
+def tuned(pred: Prediction, sweep: Sweep, confirmation: Sweep | None) -> Tuned:
+    """Pick on the confirmation when there is one, else on the sweep's own cells; the exported schedule's
+    measured row from the sweep (beside every static k) or else the confirmation."""
+    rows = confirmation_rows(pred, confirmation or sweep)
+    exported = exported_spec(pred.spec, {r.concurrency: r.confirmed_k for r in rows}) if rows else None
+    where = None
+    if exported is not None and exported.schedule:
+        label = schedule_label(exported)
+        for name, source in (("sweep", sweep), ("confirmation", confirmation)):
+            cells = {c.concurrency: Measured.of(c) for c in (source.cells if source else []) if c.drafter == label}
+            if cells:
+                rows = [r.model_copy(update={"schedule": cells.get(r.concurrency)}) for r in rows]
+                where = name
+                break
+    return Tuned(rows=rows, exported=exported, confirmed_by="confirmation" if confirmation else "sweep",
+                 schedule_measured_in=where)
+
+
+def recommendation_table(result: Tuned) -> list[dict]:
+    """The Tuning page's table, one row per concurrency; measured figures as 'median (min-max, runs)'.
+    Every predicted and confirmed figure has the measured baseline beside it."""
+    rows = []
+    for r in result.rows:
+        base = r.baseline
+        rows.append({
+            "concurrency": r.concurrency,
+            "baseline tok/s (measured)": base.text() if base else NOT_MEASURED,
+            "predicted k": r.predicted_k,
+            "predicted tok/s": round(r.predicted_output_tokens_per_s, 1),
+            "predicted k, measured": r.at(r.predicted_k).text() if r.at(r.predicted_k) else NOT_MEASURED,
+            "confirmed k": r.confirmed_k,
+            "confirmed k, measured": r.confirmed.text(),
+            "speedup (measured)": round(r.confirmed.output_tokens_per_s / base.output_tokens_per_s, 2)
+            if base and base.output_tokens_per_s else None,
+            "schedule k": result.exported.k_at(r.concurrency) if result.exported else 0,
+            "schedule, measured": r.schedule.text() if r.schedule else NOT_MEASURED,
+        })
+    return rows
 
 
 def schedule_label(spec: SpecConfig) -> str:
@@ -169,10 +213,18 @@ class EngineCost(Frozen):
     run_seconds: float = Field(description="sum of the measured runs' wall times (warm-ups and starts not counted)")
     start_seconds: float = Field(description="sum of the engines' start-up times, as recorded with each cell")
 
+    @property
+    def seconds(self) -> float:
+        return self.run_seconds + self.start_seconds
+
+    def text(self) -> str:
+        """'57 runs, 12 engine starts, 1843 s'."""
+        return f"{self.runs} runs, {self.engine_starts} engine starts, {self.seconds:.0f} s"
+
     @classmethod
-    def of(cls, sweep: Sweep) -> EngineCost:
-        runs = [r for c in sweep.cells for r in c.runs]
+    def of(cls, cells: list[SweepCell]) -> EngineCost:
+        runs = [r for c in cells for r in c.runs]
         starts = {(c.drafter, c.num_speculative_tokens, r.repeat): r.engine_ready_after_s or 0.0
-                  for c in sweep.cells for r in c.runs}
+                  for c in cells for r in c.runs}
         return cls(engine_starts=len(starts), runs=len(runs), run_seconds=sum(r.wall_time_s for r in runs),
                    start_seconds=sum(starts.values()))

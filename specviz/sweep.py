@@ -425,6 +425,18 @@ def load_sweep(path: str | Path) -> Sweep:
         raise SweepError(f"{path}: invalid sweep file {first_error(e)}") from e
 
 
+def confirmation_folder(sweep_dir: str | Path, drafter: str) -> Path:
+    """Where `specviz tune` keeps a drafter's confirmation: `<sweep>/confirm/<drafter as a file name>/`.
+    ("ngram lookup 2-4" -> confirm/ngram_lookup_2-4/)"""
+    return Path(sweep_dir) / "confirm" / "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in drafter)
+
+
+def load_confirmation(sweep_dir: str | Path, drafter: str) -> Sweep | None:
+    """The drafter's confirmation sweep, or None when `specviz tune` has not measured one."""
+    path = confirmation_folder(sweep_dir, drafter) / "sweep.json"
+    return load_sweep(path) if path.exists() else None
+
+
 # ---- running -----------------------------------------------------------------------------------
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from .config import SpecConfig, check_server_args
 from .prompts import load_prompts
 from .runfile import save_run
-from .sweep import Sweep, SweepCell, SweepError, SweepGrid, cell_run, load_sweep, save_sweep
+from .sweep import Sweep, SweepCell, SweepError, SweepGrid, cell_run, confirmation_folder, load_sweep, save_sweep
 
 
 def sweep_prompts(grid: SweepGrid) -> tuple[str, list[str]]:
@@ -132,16 +132,10 @@ def run_sweep(
     return sweep
 
 
-
-def confirmation_folder(sweep_dir: Path, drafter: str) -> Path:
-    """Where a drafter's confirmation lives: `<sweep>/confirm/<drafter as a file name>/`."""
-    return Path(sweep_dir) / "confirm" / "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in drafter)
-
-
 def run_confirmation(sweep_dir: Path, drafter: str, *, repeats: int = 3, neighbours: int = 1,
                      **callbacks) -> tuple[Sweep, SpecConfig | None]:
-    """Measure the cells that decide (schedule.confirmation_grid), pick on measurement, and measure the
-    schedule of the confirmed picks as one more row when it is not the predicted one; resumable.
+    """Measure the cells that decide (schedule.confirmation_grid), pick on measurement, then measure the
+    schedule of the picks as one more row (its own rounds, after the candidates'); resumable.
 
     Returns the confirmation sweep and the exported spec (None: no drafting pays anywhere). `callbacks`
     go to run_sweep. Raises SweepError when the tuner refuses the drafter as a whole.

@@ -464,6 +464,52 @@ def predict(sweep: Sweep, drafter: str, recorded_k: int | None = None) -> Predic
                       rows=rows, measured=measured, refusals=refusals, provenance=provenance(sweep))
 
 
+NOT_MEASURED = "not measured"  # a k the sweep did not record
+
+
+def table_at_k(pred: Prediction, k: int) -> list[dict]:
+    """The Tuning page's table at one k: per concurrency the predicted figures, the measured cell (median,
+    min-max, how it was measured) and the gap (predicted - measured) / measured, or why there is no number."""
+    measured = {(m.concurrency, m.num_speculative_tokens): m for m in pred.measured}
+    rows = []
+    for c in pred.concurrencies:
+        row, m = pred.at(c, k), measured.get((c, k))
+        figures = {
+            "output tokens/s (measured)": f"{m.output_tokens_per_s:.1f}" if m else NOT_MEASURED,
+            "measured min-max": (("1 run" if m.repeats == 1 else f"{m.output_tokens_per_s_min:.1f}-"
+                                  f"{m.output_tokens_per_s_max:.1f} ({m.repeats} runs)") if m else NOT_MEASURED),
+        }
+        if isinstance(row, TuningRefusal):
+            rows.append({"concurrency": c, **figures, "refused": row.reason})
+            continue
+        scheduling = {True: "async scheduling on", False: "async scheduling off", None: "async scheduling unknown"}
+        rows.append({
+            "concurrency": c,
+            "mean acceptance length": row.mean_acceptance_length,
+            "tokens per target pass": row.tokens_per_step,
+            "time per pass (ms, fitted)": row.pass_time_s * 1000,
+            "output tokens/s (predicted)": row.output_tokens_per_s,
+            "speedup vs baseline (predicted)": row.speedup,
+            **figures,
+            "measured as": (f"{'traced' if m.traced else 'untraced, vLLM counters'}, {scheduling[m.async_scheduling]}"
+                            if m else NOT_MEASURED),
+            # at the recorded k too: the fitted step cost's own miss
+            "gap": f"{m.relative_error:+.1%}" if m and m.relative_error is not None else NOT_MEASURED,
+        })
+    return rows
+
+
+def step_cost_text(fit: StepCostFit) -> str:
+    """The fitted step cost in words (markdown), with how well it fits."""
+    drafted = ", ".join(f"{d} {v * 1000:.2f} ms" for d, v in fit.per_drafted_token_s.items()) or "none"
+    held = f" Held at 0 (fitted below zero): {', '.join(fit.held_at_zero)}." if fit.held_at_zero else ""
+    knee = f" beyond the first {fit.knee_requests:g}" if fit.knee_requests else ""
+    return (f"Time per target pass = **{fit.base_s * 1000:.1f} ms + {fit.per_request_s * 1000:.2f} ms per request in "
+            f"the batch{knee} + per drafted token** ({drafted}). Least squares on relative error over the sweep's "
+            f"{fit.num_cells} cells (baseline and every drafter): R² **{fit.r2:.3f}**, median error "
+            f"**{fit.median_relative_error:.1%}** per cell.{held}")
+
+
 def list_sweep_files(folder: Path = SWEEPS_DIR) -> list[Path]:
     """Recorded sweeps: `<folder>/<name>/sweep.json`, sorted by name."""
     return sorted(folder.glob("*/sweep.json"))

@@ -243,10 +243,13 @@ def test_methods_page_walks_the_weather_step_and_exports_a_config():
 
 # ---- tuning page ---------------------------------------------------------------------------------
 
+from specviz import schedule as _schedule  # noqa: E402
 from specviz import tuning as _tuning  # noqa: E402
 from specviz.sweep import BASELINE as _BASELINE  # noqa: E402
+from specviz.sweep import load_confirmation as _load_confirmation  # noqa: E402
 from specviz.sweep import load_sweep as _load_sweep  # noqa: E402
 from specviz.sweep_table import sweep_table as _sweep_table  # noqa: E402
+from specviz.tuning import serve_command as _serve_command  # noqa: E402
 
 
 def _tune_page() -> AppTest:
@@ -269,44 +272,83 @@ def _tune_sample():
     return files[0].parent.name, sweep, _tuning.drafters(sweep)[0]
 
 
+def _tune_keys(name: str, drafter: str, recorded_k: int) -> tuple[str, str, str]:
+    """The Tuning page's drafter, recorded-k and slider keys: they carry the sweep (and drafter) they belong to."""
+    return f"tune_drafter:{name}", f"tune_recorded_k:{name}:{drafter}", f"tune_k:{name}:{drafter}:{recorded_k}"
+
+
 def test_tuning_page_opens_on_the_sample_sweep_with_its_controls():
     at = _tune_page()
     name, sweep, drafter = _tune_sample()
     ks = _tuning.recorded_ks(sweep, drafter)
+    drafter_key, recorded_key, k_key = _tune_keys(name, drafter, max(ks))
     assert at.selectbox(key="tune_sweep").value == name
-    assert at.selectbox(key="tune_drafter").value == drafter
-    assert at.selectbox(key="tune_recorded_k").value == max(ks)
-    assert at.slider(key="tune_k").value == max(ks)
-    assert len(at.dataframe) == 2  # the table at k, the recommendations (AppTest keeps no key for these)
-    assert "output tokens/s (predicted)" in at.dataframe[0].value.columns
-    assert list(at.dataframe[1].value["concurrency"]) == sorted({c.concurrency for c in sweep.cells})
+    assert at.selectbox(key=drafter_key).value == drafter
+    assert at.selectbox(key=recorded_key).value == max(ks)
+    assert at.slider(key=k_key).value == max(ks)
+    assert len(at.dataframe) == 2  # the recommendations, the table at k (AppTest keeps no key for these)
+    assert list(at.dataframe[0].value["concurrency"]) == sorted({c.concurrency for c in sweep.cells})
+    assert "output tokens/s (predicted)" in at.dataframe[1].value.columns
     cell = sweep.cells[0]
-    for key in ("tune_chart_tput", "tune_chart_al"):
+    for key in ("tune_chart_schedule", "tune_chart_tput", "tune_chart_al"):
         title = _tune_chart(at, key)["layout"]["title"]["text"]
         for part in (f"vLLM {cell.vllm_version}", cell.device_name, f"prompt set '{cell.prompt_set}'",
                      f"max {cell.max_tokens} output tokens", "concurrency"):
             assert part in title, (key, part)
-    codes = [c.value for c in at.code]
-    assert any(c.startswith("vllm serve ") and f'"num_speculative_tokens": {max(ks)}' in c for c in codes)
-    assert any("speculative_config=" in c for c in codes)
+
+
+def test_the_tuning_page_exports_the_recommendation_not_the_slider():
+    at = _tune_page()
+    name, sweep, drafter = _tune_sample()
+    pred = _tuning.predict(sweep, drafter)
+    result = _schedule.tuned(pred, sweep, _load_confirmation(_tuning.SWEEPS_DIR / name, drafter))
+    exported = _serve_command(sweep.grid.target_model, result.exported)
+    _, _, k_key = _tune_keys(name, drafter, max(_tuning.recorded_ks(sweep, drafter)))
+    for k in (1, 2):
+        at.slider(key=k_key).set_value(k).run()
+        assert not at.exception, at.exception
+        assert [c.value for c in at.code if c.value.startswith("vllm serve")] == [exported]
+    recommended = at.dataframe[0].value
+    assert list(recommended["confirmed k"]) == [r.confirmed_k for r in result.rows]
+    assert all(v != "not measured" for v in recommended["baseline tok/s (measured)"])  # beside every figure
+    fig = _tune_chart(at, "tune_chart_schedule")
+    steps = next(t for t in fig["data"] if t["meta"]["role"] == "schedule_k")
+    assert steps["y"][0] == (result.exported.k_at(1) if result.exported else 0)
+    statics = {t["meta"]["k"] for t in fig["data"] if t["meta"]["role"] == "static"}
+    assert statics == {m.num_speculative_tokens for m in pred.measured}
+
+
+def test_the_drafter_selector_resets_when_the_sweep_changes():
+    files = _tuning.list_sweep_files()
+    if len(files) < 2:
+        pytest.skip("needs two recorded sweeps")
+    at = _tune_page()
+    first, second = files[0].parent.name, files[1].parent.name
+    drafters = _tuning.drafters(_load_sweep(files[0]))
+    at.selectbox(key=f"tune_drafter:{first}").set_value(drafters[-1]).run()
+    at.selectbox(key="tune_sweep").set_value(second).run()
+    assert not at.exception, at.exception
+    shown = at.selectbox(key=f"tune_drafter:{second}").value
+    assert shown == _tuning.drafters(_load_sweep(files[1]))[0]
+    assert shown in _tune_chart(at, "tune_chart_tput")["layout"]["title"]["text"]  # the page computes what it shows
 
 
 def test_moving_tune_k_changes_the_predicted_numbers():
     at = _tune_page()
-    _, sweep, drafter = _tune_sample()
+    name, sweep, drafter = _tune_sample()
     pred = _tuning.predict(sweep, drafter)
+    _, _, k_key = _tune_keys(name, drafter, max(_tuning.recorded_ks(sweep, drafter)))
     seen = {}
     for k in (1, max(_tuning.recorded_ks(sweep, drafter))):
-        at.slider(key="tune_k").set_value(k).run()
+        at.slider(key=k_key).set_value(k).run()
         assert not at.exception, at.exception
-        table = at.dataframe[0].value
+        table = at.dataframe[1].value
         seen[k] = list(table["output tokens/s (predicted)"])
         for row in table.to_dict("records"):
             expected = pred.at(row["concurrency"], k)
             assert row["output tokens/s (predicted)"] == pytest.approx(expected.output_tokens_per_s)
             assert row["mean acceptance length"] == pytest.approx(expected.mean_acceptance_length)
             assert row["tokens per target pass"] == pytest.approx(expected.tokens_per_step)
-        assert any(f'"num_speculative_tokens": {k}' in c.value for c in at.code)
     assert seen[1] != seen[max(seen)]
 
 
@@ -318,11 +360,9 @@ def test_tuning_chart_measured_markers_are_the_sweep_table():
     measured = [t for t in fig["data"] if t["meta"]["role"] == "measured"]
     assert sorted(t["meta"]["concurrency"] for t in measured) == sorted(set(table.concurrency))
     for trace in measured:
-        rows = table[(table.concurrency == trace["meta"]["concurrency"])
-                     & table.drafter.isin([drafter, _BASELINE])].copy()
-        rows["k"] = rows.num_speculative_tokens.fillna(0).astype(int)
-        rows = rows.sort_values("k")
-        assert trace["x"] == list(rows.k)
+        rows = table[(table.concurrency == trace["meta"]["concurrency"]) & table.schedule.isna()
+                     & table.drafter.isin([drafter, _BASELINE])].sort_values("num_speculative_tokens")
+        assert trace["x"] == list(rows.num_speculative_tokens)
         assert trace["y"] == pytest.approx(list(rows.output_tokens_per_s))
     # the gap is shown: each measured cell that was predicted but not used carries its relative error
     pred = _tuning.predict(sweep, drafter)
@@ -334,38 +374,32 @@ def test_tuning_chart_measured_markers_are_the_sweep_table():
     assert {"predicted", "leviathan", "measured"} <= roles
 
 
-def test_tuning_tables_mark_a_k_the_sweep_did_not_measure_with_a_dash():
+def test_tuning_tables_say_not_measured_for_a_k_the_sweep_did_not_measure():
     at = _tune_page()
-    _, sweep, drafter = _tune_sample()
+    name, sweep, drafter = _tune_sample()
     ks = _tuning.recorded_ks(sweep, drafter)
     unmeasured = [k for k in range(1, max(ks)) if k not in ks]
     if not unmeasured:
         pytest.skip("the sample sweep measured every k up to its largest")
-    at.slider(key="tune_k").set_value(unmeasured[0]).run()
+    at.slider(key=_tune_keys(name, drafter, max(ks))[2]).set_value(unmeasured[0]).run()
     assert not at.exception, at.exception
-    table = at.dataframe[0].value
+    table = at.dataframe[1].value
     for column in ("output tokens/s (measured)", "measured min-max", "measured as", "gap"):
-        assert list(table[column]) == ["–"] * len(table), column
-    recommended = at.dataframe[1].value
-    measured = {(m.concurrency, m.num_speculative_tokens) for m in _tuning.predict(sweep, drafter).measured}
-    for row in recommended.to_dict("records"):
-        if (row["concurrency"], row["recommended k"]) not in measured:
-            assert row["output tokens/s (measured at that k)"] == "–" and row["measured min-max"] == "–"
-        else:
-            assert float(row["output tokens/s (measured at that k)"]) > 0
+        assert list(table[column]) == ["not measured"] * len(table), column
 
 
-def test_tuning_page_refuses_k_above_the_recorded_run():
+def test_the_slider_stops_at_the_recorded_k_it_predicts_from():
     at = _tune_page()
-    _, sweep, drafter = _tune_sample()
+    name, sweep, drafter = _tune_sample()
     ks = _tuning.recorded_ks(sweep, drafter)
     if len(ks) < 2:
         pytest.skip("the sample sweep has one k only")
-    at.selectbox(key="tune_recorded_k").set_value(ks[0]).run()
-    at.slider(key="tune_k").set_value(ks[-1]).run()
+    _, recorded_key, _ = _tune_keys(name, drafter, ks[0])
+    at.selectbox(key=recorded_key).set_value(ks[0]).run()
     assert not at.exception, at.exception
-    assert any(f"above the recorded num_speculative_tokens={ks[0]}" in w.value for w in at.warning)
-    assert at.dataframe[0].value["refused"].notna().all()
+    slider = at.slider(key=_tune_keys(name, drafter, ks[0])[2])
+    assert slider.value == ks[0] and slider.max == max(ks[0], 2)
+    assert not [w for w in at.warning if "above the recorded" in w.value]
 
 
 def test_tuning_page_without_sweeps_says_how_to_record_one(monkeypatch):

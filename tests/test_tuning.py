@@ -12,6 +12,7 @@ from specviz.acceptance_at_k import (
     tokens_per_step,
     tokens_per_step_fixed_share,
 )
+from specviz.config import SpecConfig
 from specviz.metrics import StepFigures
 from specviz.sweep import BASELINE, Sweep, SweepCell, SweepGrid
 from specviz.tuning import (
@@ -230,26 +231,27 @@ def test_recommends_the_k_with_the_highest_predicted_throughput():
     assert tputs == pytest.approx([1 / 0.030, (1 + 32 / 42) / 0.035, (1 + 34 / 42) / 0.040, (1 + 35 / 42) / 0.045])
     rec = pred.recommend()[0]
     assert rec.concurrency == 1 and rec.num_speculative_tokens == 1 == tputs.index(max(tputs))
-    assert rec.speculative_config == {"method": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 4,
-                                      "num_speculative_tokens": 1}
+    assert rec.spec.to_vllm() == {"method": "ngram", "num_speculative_tokens": 1, "prompt_lookup_min": 2,
+                                  "prompt_lookup_max": 4}
 
 
 def test_recommends_the_baseline_when_drafting_does_not_pay():
     # drafts are mostly rejected and each drafted token costs 30 ms
     pred = predict(_costed_sweep([30, 5, 1], 0.030), "ngram lookup 2-4")
     for rec in pred.recommend():
-        assert rec.num_speculative_tokens == 0 and rec.speculative_config is None and rec.speedup == 1.0
+        assert rec.num_speculative_tokens == 0 and rec.spec is None and rec.speedup == 1.0
     assert all(r.speedup < 1 for r in pred.rows if r.num_speculative_tokens)
-    assert "--speculative-config" not in pred.serve_command(0)
-    assert "speculative_config" not in pred.python_config(0).split("#")[0]
+    assert "--speculative-config" not in serve_command("/m/target", None)
+    assert "speculative_config" not in python_config("/m/target", None).split("#")[0]
 
 
 def test_exported_command_and_python_config_carry_the_chosen_k():
-    cmd = serve_command("/m/target", NGRAM | {"num_speculative_tokens": 2})
+    spec = SpecConfig.from_dict(NGRAM | {"num_speculative_tokens": 2})
+    cmd = serve_command("/m/target", spec)
     assert cmd.startswith("vllm serve /m/target")
     assert '"num_speculative_tokens": 2' in cmd and "--speculative-config '" in cmd
     assert "--scheduler-cls" not in cmd  # a deployment does not need specviz's tracer
-    py = python_config("/m/target", NGRAM | {"num_speculative_tokens": 2})
+    py = python_config("/m/target", spec)
     assert "LLM(" in py and '"num_speculative_tokens": 2,' in py and "'/m/target'" in py
     compile(py, "<export>", "exec")
 
@@ -272,7 +274,7 @@ def test_refuses_k_above_the_recorded_k():
     ("draft_model", {"model": "/m/draft", "rejection_sample_method": "block"}, "rejection_sample_method"),
 ])
 def test_refuses_drafters_whose_drafts_depend_on_k(method, config, words):
-    assert words in drafter_refusal(method, config)
+    assert words in drafter_refusal(SpecConfig.from_recorded(config | {"method": method, "num_speculative_tokens": 3}))
     sweep = sweep_of(cell(None, 1, 30.0, steps([0], undrafted=300)),
                      cell(3, 1, 52.0, steps(HIST10, undrafted=20), drafter=method, method=method, config=config))
     pred = predict(sweep, method)
@@ -283,7 +285,14 @@ def test_refuses_drafters_whose_drafts_depend_on_k(method, config, words):
 
 @pytest.mark.parametrize("method", ["ngram", "suffix", "draft_model", "eagle", "eagle3", "mtp", "medusa"])
 def test_autoregressive_and_lookup_drafters_are_cut(method):
-    assert drafter_refusal(method, {"model": "/m/x"}) is None
+    assert drafter_refusal(SpecConfig.from_recorded({"method": method, "model": "/m/x", "num_speculative_tokens": 3})) is None
+
+
+def test_a_schedule_is_not_cut_and_no_drafting_has_nothing_to_cut():
+    scheduled = SpecConfig.from_dict(NGRAM | {"num_speculative_tokens": 4,
+                                              "num_speculative_tokens_per_batch_size": [[1, 1, 4], [2, 64, 1]]})
+    assert "measured as a row of its own" in drafter_refusal(scheduled)
+    assert "nothing to cut" in drafter_refusal(None)
 
 
 def test_a_concurrency_without_its_own_baseline_is_predicted_from_the_fit_but_none_at_all_is_refused():

@@ -6,7 +6,9 @@ from __future__ import annotations
 # cells drawn over them as markers labelled with the prediction's gap, so a miss is shown, not hidden.
 import plotly.colors
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
+from ..schedule import Tuned
 from ..tuning import Prediction
 from .sweeps import figure_layout
 
@@ -163,3 +165,64 @@ def tuning_acceptance(pred: Prediction, caption: str, k: int | None = None) -> g
     return _tuning_layout(fig, f"Mean acceptance length vs k: {pred.drafter}", caption,
                    height=500, xaxis=dict(title_text="num_speculative_tokens (k)", tickvals=ks),
                    yaxis=dict(title_text="tokens per drafted target pass", rangemode="tozero"))
+
+
+def schedule_chart(result: Tuned, pred: Prediction, caption: str) -> go.Figure:
+    """Measured output tokens/s over concurrency: the baseline, each static k, and the exported schedule
+    (its measured row where there is one, else the confirmed k's measurement at each concurrency, labelled
+    with its k); below, the schedule's k as a step line over the batch size, as vLLM looks it up."""
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.74, 0.26], vertical_spacing=0.05)
+    concurrencies = [r.concurrency for r in result.rows]
+    ks = sorted({m.num_speculative_tokens for m in pred.measured})
+    for k in ks:
+        points = sorted((m for m in pred.measured if m.num_speculative_tokens == k and m.concurrency in concurrencies),
+                        key=lambda m: m.concurrency)
+        fig.add_trace(go.Scatter(
+            x=[m.concurrency for m in points], y=[m.output_tokens_per_s for m in points], mode="lines+markers",
+            name="baseline (no drafting)" if k == 0 else f"static k={k}", meta=dict(role="static", k=k),
+            line=_BASELINE_LINE if k == 0 else dict(color=_static_colour(k, ks[-1]), width=1.5),
+            marker=dict(size=6),
+            hovertemplate=("baseline" if k == 0 else f"k={k}") + ", concurrency %{x}: %{y:.1f} output tokens/s "
+                                                                 "measured (median)<extra></extra>",
+        ), row=1, col=1)
+    measured_schedule = [r for r in result.rows if r.schedule is not None]
+    if measured_schedule:
+        xs, ys = [r.concurrency for r in measured_schedule], [r.schedule.output_tokens_per_s for r in measured_schedule]
+        name = "schedule, measured"
+    else:
+        xs, ys = concurrencies, [r.confirmed.output_tokens_per_s for r in result.rows]
+        name = "confirmed k per concurrency (schedule not measured yet)"
+    schedule_k = {r.concurrency: result.exported.k_at(r.concurrency) if result.exported else 0 for r in result.rows}
+    fig.add_trace(go.Scatter(
+        x=xs, y=ys, mode="lines+markers+text", name=name, meta=dict(role="schedule"),
+        line=dict(color="#111111", width=3.5), marker=dict(symbol="star", size=15, color="#111111"),
+        text=[f"k={schedule_k[c]}" for c in xs], textposition="top center", textfont=dict(size=13),
+        hovertemplate="schedule at concurrency %{x} (%{text}): %{y:.1f} output tokens/s<extra></extra>",
+    ), row=1, col=1)
+    if concurrencies:
+        batches = list(range(1, max(concurrencies) + 1))
+        fig.add_trace(go.Scatter(
+            x=batches, y=[result.exported.k_at(b) if result.exported else 0 for b in batches], mode="lines",
+            line=dict(color="#111111", width=2.5, shape="hv"), name="k by batch size (exported)", showlegend=False,
+            meta=dict(role="schedule_k"), hovertemplate="batch %{x}: k=%{y}<extra></extra>",
+        ), row=2, col=1)
+    fig = figure_layout(fig, f"Static k against the exported schedule: {pred.drafter}", caption, caption_width=150,
+                        height=560)
+    axis = _log_concurrency(concurrencies)
+    fig.update_xaxes(**axis, row=1, col=1)
+    fig.update_xaxes(**axis, title_text="concurrency (requests in flight) · batch size", row=2, col=1)
+    fig.update_yaxes(title_text="output tokens/s", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title_text="k", rangemode="tozero", dtick=1, row=2, col=1)
+    return fig
+
+
+_BASELINE_LINE = dict(color="#7f7f7f", dash="dash", width=2)
+
+
+def _static_colour(k: int, k_max: int) -> str:
+    """Light to dark blue as k grows, so the static curves read as one family beside the black schedule."""
+    return plotly.colors.sample_colorscale("Blues", 0.35 + 0.6 * k / max(k_max, 1))[0]
+
+
+def _log_concurrency(concurrencies: list[int]) -> dict:
+    return dict(type="log", tickvals=concurrencies, ticktext=[str(c) for c in concurrencies])

@@ -1,0 +1,108 @@
+"""From the tuner's picks to a schedule: candidates, the pick on measurement, the ranges, the page's table."""
+
+import pytest
+from test_tuning import HIST10, NGRAM, cell, steps, sweep_of
+
+from specviz.config import BatchSizeRange, SpecConfig
+from specviz.schedule import (
+    EngineCost,
+    Measured,
+    confirmation_candidates,
+    confirmation_grid,
+    exported_spec,
+    pick_on_measurement,
+    recommendation_table,
+    schedule_for,
+    schedule_label,
+    tuned,
+)
+from specviz.sweep import Sweep, confirmation_folder, load_confirmation, save_sweep
+from specviz.tuning import predict
+
+
+def m(k: int, median: float, low: float, high: float) -> Measured:
+    return Measured(k=k, output_tokens_per_s=median, low=low, high=high, repeats=3)
+
+
+def test_the_pick_prefers_the_smaller_k_when_the_runs_cannot_tell_them_apart():
+    # the module docstring's worked numbers: k=3 has the best median, k=2 is level with it
+    k2, k3 = m(2, 83.1, 81.0, 84.0), m(3, 84.0, 82.5, 86.0)
+    assert k2.level_with(k3) and k3.level_with(k2)
+    assert pick_on_measurement([m(0, 70.0, 69.0, 71.0), k2, k3]).k == 2
+    # k=2's median below k=3's min: k=3 is measurably better
+    assert pick_on_measurement([m(2, 82.0, 81.0, 84.0), k3]).k == 3
+    # level one way only (k=3's median is above k=2's max): not level
+    assert pick_on_measurement([m(2, 83.1, 81.0, 83.5), k3]).k == 3
+    assert pick_on_measurement([m(0, 30.0, 29.0, 31.0), m(1, 25.8, 25.0, 26.5)]).k == 0
+
+
+def test_the_schedule_covers_each_batch_size_up_to_the_next_measured_concurrency():
+    assert schedule_for({1: 4, 2: 2, 4: 2, 8: 1, 16: 0}) == [
+        BatchSizeRange(first=1, last=1, k=4), BatchSizeRange(first=2, last=4, k=2),
+        BatchSizeRange(first=5, last=8, k=1), BatchSizeRange(first=9, last=16, k=0)]
+    spec = exported_spec(SpecConfig.from_dict(NGRAM | {"num_speculative_tokens": 5}), {1: 4, 2: 2, 4: 2, 8: 1, 16: 0})
+    assert spec.num_speculative_tokens == 4  # the largest k the schedule uses
+    assert spec.to_vllm()["num_speculative_tokens_per_batch_size"] == [[1, 1, 4], [2, 4, 2], [5, 8, 1], [9, 16, 0]]
+    assert [spec.k_at(b) for b in (1, 3, 8, 12, 64)] == [4, 2, 1, 0, 0]  # vLLM keeps the last k for larger batches
+    assert schedule_label(spec) == "ngram lookup 2-4 k by batch 1:4 2-4:2 5-8:1 9-16:0"
+
+
+def test_one_k_everywhere_is_a_static_config_and_zero_everywhere_is_no_config():
+    ngram = SpecConfig.from_dict(NGRAM | {"num_speculative_tokens": 5})
+    static = exported_spec(ngram, {1: 2, 4: 2, 16: 2})
+    assert static.schedule is None and static.num_speculative_tokens == 2
+    assert exported_spec(ngram, {1: 0, 4: 0}) is None
+
+
+# ---- from a prediction -------------------------------------------------------------------------------
+
+def _sweep() -> Sweep:
+    """Baselines and ngram k=1..3 at c=1 and 4, one run each; k=3 (HIST10) is the cell the tuner cuts."""
+    base = {1: 33.3, 4: 66.7}
+    measured = {(1, 1): 40.0, (1, 2): 42.0, (1, 3): 41.5, (4, 1): 70.0, (4, 2): 66.0, (4, 3): 60.0}
+    return sweep_of(*(cell(None, c, t, steps([0], undrafted=100)) for c, t in base.items()),
+                    *(cell(k, c, t, steps(HIST10[:k + 1] if k < 3 else HIST10, undrafted=20))
+                      for (c, k), t in measured.items()))
+
+
+def test_candidates_are_the_predicted_best_its_neighbours_and_the_baseline():
+    pred = predict(_sweep(), "ngram lookup 2-4")
+    best = {r.concurrency: r.num_speculative_tokens for r in pred.recommend()}
+    candidates = confirmation_candidates(pred)
+    for c, k in best.items():
+        assert candidates[c] == sorted({0} | {j for j in (k - 1, k, k + 1) if 0 <= j <= 3})
+    grid = confirmation_grid(_sweep(), pred, repeats=3)
+    assert grid.repeats == 3 and grid.schedules == []
+    keys = Sweep(grid=grid).expected_keys()
+    assert sorted((k, c) for _, k, c in keys) == sorted((k, c) for c, ks in candidates.items() for k in ks)
+
+
+def test_tuned_picks_on_the_sweeps_own_cells_and_finds_the_schedule_row(tmp_path):
+    sweep = _sweep()
+    pred = predict(sweep, "ngram lookup 2-4")
+    result = tuned(pred, sweep, None)
+    assert result.confirmed_by == "sweep" and result.schedule_measured_in is None
+    assert {r.concurrency: r.confirmed_k for r in result.rows} == {1: 2, 4: 1}  # one run each: best median
+    assert result.exported.to_vllm()["num_speculative_tokens_per_batch_size"] == [[1, 1, 2], [2, 4, 1]]
+    table = recommendation_table(result)
+    assert table[0]["baseline tok/s (measured)"] == "33.3 (1 run)" and table[0]["speedup (measured)"] == 1.26
+    assert table[1]["schedule k"] == 1 and table[1]["schedule, measured"] == "not measured"
+
+    # the exported schedule measured as a row of the confirmation: it stands beside the picks
+    label = schedule_label(result.exported)
+    row = cell(2, 4, 69.0, steps([1, 1, 1], undrafted=20), drafter=label,
+               config=result.exported.to_vllm())
+    confirmation = Sweep(grid=sweep.grid, cells=[*sweep.cells, row])
+    save_sweep(confirmation, confirmation_folder(tmp_path, pred.drafter) / "sweep.json")
+    assert confirmation_folder(tmp_path, pred.drafter).parts[-2:] == ("confirm", "ngram_lookup_2-4")
+    result = tuned(pred, sweep, load_confirmation(tmp_path, pred.drafter))
+    assert result.confirmed_by == "confirmation" and result.schedule_measured_in == "confirmation"
+    assert recommendation_table(result)[1]["schedule, measured"] == "69.0 (1 run)"
+    assert load_confirmation(tmp_path, "eagle3 x") is None
+
+
+def test_engine_cost_counts_one_start_per_configuration_and_round():
+    sweep = _sweep()
+    cost = EngineCost.of(sweep.cells)
+    assert cost.runs == 8 and cost.engine_starts == 4  # baseline, k=1, 2, 3 in one round
+    assert cost.run_seconds == pytest.approx(sum(r.wall_time_s for c in sweep.cells for r in c.runs))
