@@ -45,7 +45,8 @@ def test_sweep_measures_every_cell_resumes_after_an_interruption_and_compares_wi
     spec_only = ["method", "num_speculative_tokens", "mean_acceptance_length", "mean_acceptance_length_low",
                  "mean_acceptance_length_high", "draft_acceptance_rate", "acceptance_from",
                  "counters_match", "outputs_vs_baseline"]  # the baseline has no drafts, so these are empty on its rows
-    assert table.drop(columns=spec_only).notna().all().all()
+    assert table["schedule"].isna().all()  # no schedule rows in this sweep
+    assert table.drop(columns=[*spec_only, "schedule"]).notna().all().all()
     assert table[table.drafter != "baseline"][spec_only].notna().all().all()
     for row in table.itertuples():
         base = table[(table.drafter == "baseline") & (table.concurrency == row.concurrency)].iloc[0]
@@ -102,3 +103,53 @@ def test_an_untraced_sweep_with_repeats_takes_acceptance_from_vllms_counters_and
         (c, k) for c in (1, 2) for k in (0, 1, 2)]
     assert all(r.output_tokens_per_s > 0 for r in pred.rows)
     assert [r.concurrency for r in pred.recommend()] == [1, 2]
+
+
+def test_a_schedule_row_drafts_by_batch_size_and_tune_confirms_the_picks(tmp_path):
+    """A sweep with a schedule row (k=2 alone, k=1 from two requests up), then `specviz tune`'s confirmation."""
+    from specviz.config import SpecConfig
+    from specviz.demo_model import ensure_demo_model
+    from specviz.sweep import confirmation_folder
+    from specviz.sweep_runner import run_confirmation
+    from specviz.testing.tiny_models import build_tiny_llama
+
+    target = build_tiny_llama(tmp_path / "target", num_hidden_layers=2, tokenizer_from=ensure_demo_model())
+    ngram = {"method": "ngram", "prompt_lookup_min": 1, "prompt_lookup_max": 3}
+    schedule = ngram | {"num_speculative_tokens": 2, "num_speculative_tokens_per_batch_size": [[1, 1, 2], [2, 64, 1]]}
+    grid = SweepGrid(target_model=str(target), drafters=[ngram], schedules=[schedule], num_speculative_tokens=[1, 2],
+                     concurrencies=[1, 2], prompts="builtin:repetitive", num_requests=4, max_tokens=32,
+                     dtype="float32", logprobs=2)
+    out = tmp_path / "sweep"
+    sweep = run_sweep(grid, out)
+    assert sweep.complete and len(sweep.cells) == 8
+    scheduled = {c.concurrency: c for c in sweep.cells if c.scheduled}
+    assert sorted(scheduled) == [1, 2] and scheduled[1].drafter == "ngram lookup 1-3 k by batch 1:2 2-64:1"
+    assert scheduled[1].spec == SpecConfig.from_dict(schedule)
+    table = sweep_table(sweep, outputs=outputs_vs_baseline(sweep, out))
+    rows = table[table.schedule.notna()]
+    assert list(rows.schedule) == ["1: k=2 · 2-64: k=1"] * 2
+    assert (rows.outputs_vs_baseline == "4 of 4 requests identical").all()  # float32: the target's greedy output
+
+    # vLLM looks k up from the batch it schedules, and the drafts it proposes there are verified one step later
+    for c, cell in scheduled.items():
+        run = load_run(out / cell.runs[0].run_file)
+        batch: dict[int, int] = {}
+        for r in run.requests:
+            for s in r.steps:
+                batch[s.engine_step] = batch.get(s.engine_step, 0) + 1
+        drafted = [(batch[s.engine_step], batch.get(s.engine_step - 1, 0), len(s.draft_token_ids))
+                   for r in run.requests for s in r.steps]
+        assert max(d for _, _, d in drafted) <= 2
+        if c == 1:
+            assert any(d == 2 for _, _, d in drafted)  # alone, a request drafts two
+        else:
+            steady = [d for now, before, d in drafted if now == before == 2]
+            assert steady and max(steady) == 1  # two in the batch: one draft each
+
+    confirm, exported = run_confirmation(out, "ngram lookup 1-3", repeats=1)
+    assert (confirmation_folder(out, "ngram lookup 1-3") / "sweep.json").exists()
+    static = [c for c in confirm.cells if not c.scheduled]
+    assert {c.concurrency for c in static} == {1, 2} and any(c.drafter == "baseline" for c in static)
+    assert all(c.num_speculative_tokens <= 2 for c in static)
+    if exported is not None and exported.schedule:
+        assert any(c.scheduled and c.spec == exported for c in confirm.cells)  # the export measured as a row
