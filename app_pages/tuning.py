@@ -80,17 +80,18 @@ else:
     st.markdown(
         f"At each concurrency the tuner **predicts** the best k from the **{drafter}** run at k={recorded_k}; the "
         f"**confirmed** k is {source}: the best median, or the smallest k whose runs cannot be told apart from it. "
-        "Every figure stands beside the **measured baseline**. Measured figures are medians (min-max over the runs).")
+        "Every figure stands beside the **measured baseline**. Output tokens/s; measured figures are medians "
+        f"(min-max) over {', '.join(map(str, sorted({m.repeats for r in result.rows for m in r.candidates})))} runs; "
+        "speedup: the confirmed k's median over the baseline's.")
     st.dataframe(recommendation_table(result), key="tune_recommend", hide_index=True, column_config={
-        "predicted tok/s": st.column_config.NumberColumn(format="%.1f"),
-        "speedup (measured)": st.column_config.NumberColumn(format="%.2fx"),
+        "predicted": st.column_config.NumberColumn(format="%.1f"),
+        "speedup": st.column_config.NumberColumn(format="%.2fx"),
     })
     st.plotly_chart(tuning_charts.schedule_chart(result, pred, caption), key="tune_chart_schedule", width="stretch")
     st.markdown(f"**Export:** {describe_spec(result.exported)}. Batch sizes between two measured concurrencies "
                 "take the k of the next one up; vLLM keeps the last k for every larger batch.")
-    left, right = st.columns(2)
-    left.code(serve_command(sweep.grid.target_model, result.exported), language="bash")
-    right.code(python_config(sweep.grid.target_model, result.exported), language="python")
+    st.code(serve_command(sweep.grid.target_model, result.exported), language="bash")
+    st.code(python_config(sweep.grid.target_model, result.exported), language="python")
     if result.exported is not None and result.exported.schedule and result.schedule_measured_in is None:
         st.info("This schedule has not been measured yet. Measure it beside every static k by running the sweep's "
                 f"command again with `--schedule '{json.dumps(result.exported.to_vllm())}'`"

@@ -55,6 +55,10 @@ class Measured(Frozen):
         return (other.low <= self.output_tokens_per_s <= other.high
                 and self.low <= other.output_tokens_per_s <= self.high)
 
+    def short(self) -> str:
+        """'83.1 (81.0-84.0)', or '83.1' for one run."""
+        return f"{self.output_tokens_per_s:.1f}" + (f" ({self.low:.1f}-{self.high:.1f})" if self.repeats > 1 else "")
+
     def text(self) -> str:
         """'83.1 (81.0-84.0, 3 runs)'."""
         spread = f"{self.low:.1f}-{self.high:.1f}, {self.repeats} runs" if self.repeats > 1 else "1 run"
@@ -179,23 +183,23 @@ def tuned(pred: Prediction, sweep: Sweep, confirmation: Sweep | None) -> Tuned:
 
 
 def recommendation_table(result: Tuned) -> list[dict]:
-    """The Tuning page's table, one row per concurrency; measured figures as 'median (min-max, runs)'.
+    """The Tuning page's table, one row per concurrency, output tokens/s as 'median (min-max)'.
     Every predicted and confirmed figure has the measured baseline beside it."""
     rows = []
     for r in result.rows:
-        base = r.baseline
+        base, at_predicted = r.baseline, r.at(r.predicted_k)
         rows.append({
             "concurrency": r.concurrency,
-            "baseline tok/s (measured)": base.text() if base else NOT_MEASURED,
+            "baseline": base.short() if base else NOT_MEASURED,
             "predicted k": r.predicted_k,
-            "predicted tok/s": round(r.predicted_output_tokens_per_s, 1),
-            "predicted k, measured": r.at(r.predicted_k).text() if r.at(r.predicted_k) else NOT_MEASURED,
+            "predicted": round(r.predicted_output_tokens_per_s, 1),
+            "at predicted k": at_predicted.short() if at_predicted else NOT_MEASURED,
             "confirmed k": r.confirmed_k,
-            "confirmed k, measured": r.confirmed.text(),
-            "speedup (measured)": round(r.confirmed.output_tokens_per_s / base.output_tokens_per_s, 2)
+            "at confirmed k": r.confirmed.short(),
+            "speedup": round(r.confirmed.output_tokens_per_s / base.output_tokens_per_s, 2)
             if base and base.output_tokens_per_s else None,
             "schedule k": result.exported.k_at(r.concurrency) if result.exported else 0,
-            "schedule, measured": r.schedule.text() if r.schedule else NOT_MEASURED,
+            "schedule": r.schedule.short() if r.schedule else NOT_MEASURED,
         })
     return rows
 
