@@ -106,3 +106,22 @@ def test_engine_cost_counts_one_start_per_configuration_and_round():
     cost = EngineCost.of(sweep.cells)
     assert cost.runs == 8 and cost.engine_starts == 4  # baseline, k=1, 2, 3 in one round
     assert cost.run_seconds == pytest.approx(sum(r.wall_time_s for c in sweep.cells for r in c.runs))
+
+
+def test_the_throughput_charts_draw_a_schedule_row_as_its_own_line():
+    from specviz.charts import sweeps as charts
+    from specviz.sweep_table import shown_table, sweep_table
+
+    sweep = _sweep()
+    spec = exported_spec(predict(sweep, "ngram lookup 2-4").spec, {1: 2, 4: 1})
+    label = schedule_label(spec)
+    rows = [cell(2, c, t, steps([1, 1, 1], undrafted=20), drafter=label, config=spec.to_vllm())
+            for c, t in ((1, 41.0), (4, 69.0))]
+    table = sweep_table(Sweep(grid=sweep.grid, cells=[*sweep.cells, *rows]))
+    assert charts.drafters(table) == ["ngram lookup 2-4"] and charts.schedules(table) == [label]
+    assert list(shown_table(table).loc[table.drafter == label, "schedule"]) == ["1: k=2 · 2-4: k=1"] * 2
+    level = [t for t in charts.throughput_vs_k(table, 4, "cap").data if (t.meta or {}).get("role") == "schedule"]
+    assert len(level) == 1 and list(level[0].y) == [69.0, 69.0]
+    line = [t for t in charts.speedup_vs_concurrency(table, "cap").data if (t.meta or {}).get("role") == "schedule"]
+    assert list(line[0].x) == [1, 4] and list(line[0].y) == pytest.approx([41.0 / 33.3, 69.0 / 66.7])
+    assert charts.config_label(label, 2) == label  # its label already says its k
