@@ -98,13 +98,14 @@ def run_sweep(
         with LocalServer(model=grid.target_model, spec=spec, dtype=grid.dtype, seed=grid.seed, trace=grid.traced,
                          extra_args=server_args(grid, spec)) as server:
             ready_s = server.start(progress=start_progress)
+            name = label if spec is None or spec.schedule else f"{label} k={k}"  # a schedule's label says its k
             for c in todo:
                 # Warm up at this batch size first: the first steps of a new shape are slow. Not with
                 # the cell's own prompts, which would then be measured with a free (cached) prefill.
                 warm = record(server, warmup_prompts(c), prompt_set="warm-up", concurrency=c, max_tokens=8,
                               logprobs=grid.logprobs, tokenizer=tokenizer, warmup=False)
                 if not warm.meta.complete:
-                    raise SweepError(f"cell {label} k={k} concurrency {c} failed in its warm-up, before measuring: "
+                    raise SweepError(f"cell {name} concurrency {c} failed in its warm-up, before measuring: "
                                      f"{warm.meta.incomplete_reason}\nFinished cells are saved in {path}.")
                 run = record(server, prompts, prompt_set=prompt_set, concurrency=c, max_tokens=grid.max_tokens,
                              temperature=grid.temperature, seed=grid.seed, logprobs=grid.logprobs,
@@ -114,12 +115,12 @@ def run_sweep(
                 stem += f"-r{repeat}" if repeat else ""  # the first round keeps the names of one-run sweeps
                 if run.meta.invalid_reason:
                     kept = save_run(run, out_dir / "runs" / f"{stem}.invalid.json.gz")
-                    raise SweepError(f"cell {label} k={k} concurrency {c} broke the run's invariants: "
+                    raise SweepError(f"cell {name} concurrency {c} broke the run's invariants: "
                                      f"{run.meta.invalid_reason}\nThe run is kept for inspection in {kept} "
                                      f"(`specviz check {kept}`); finished cells are saved in {path}.")
                 if not run.meta.complete:
                     kept = save_run(run, out_dir / "runs" / f"{stem}.incomplete.json.gz")
-                    raise SweepError(f"cell {label} k={k} concurrency {c} failed: {run.meta.incomplete_reason}\n"
+                    raise SweepError(f"cell {name} concurrency {c} failed: {run.meta.incomplete_reason}\n"
                                      f"Finished cells are saved in {path}; the partial run is in {kept}. "
                                      "Run the same command again to resume.")
                 run_file = f"runs/{stem}.json.gz"

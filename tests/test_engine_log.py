@@ -315,6 +315,6 @@ def test_a_sweep_cell_whose_engine_dies_stops_with_the_engines_error(dies_in, tm
                      "--k", "1", "--concurrency", "1", "--out", str(tmp_path / "sweep")])
     err = capsys.readouterr().err
     assert code == 1
-    assert "cell baseline k=None concurrency 1 failed" in err
+    assert "cell baseline concurrency 1 failed" in err
     assert "AssertionError: boom\n  (Worker process, a.py line 1, in f)" in err
     assert ("in its warm-up, before measuring" in err) is (dies_in == "warm-up")
