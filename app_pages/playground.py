@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from specviz import render, ui, ui_race, ui_textbook, ui_untraced
-from specviz.config import ConfigError, SpecConfig
+from specviz.config import NO_DRAFTING, ConfigError, SpecConfig
 from specviz.demo_model import demo_model_dir
 from specviz.metrics import summarize
 from specviz.runfile import SAMPLE_RUNS_DIR, RunFileError, list_run_files, load_run, run_bytes
@@ -144,7 +144,8 @@ def recorded_source() -> None:
 def local_engine_controls() -> None:
     with st.sidebar:
         st.text_input("Target model folder", key="pg_model")
-        st.selectbox("Drafting method", PLAYGROUND_METHODS, key="pg_method")
+        st.selectbox("Drafting method", PLAYGROUND_METHODS, key="pg_method",
+                     format_func=lambda m: NO_DRAFTING if m == "none" else m)
         if st.session_state.pg_method != "none":
             st.slider("num_speculative_tokens (k)", 1, 8, key="pg_k")
         if st.session_state.pg_method == "ngram":
