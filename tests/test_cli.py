@@ -120,3 +120,27 @@ def test_synthetic_acceptance_on_this_cpu_is_refused_before_any_engine_starts(co
     assert err.startswith("specviz: speculative config: 'rejection_sample_method' = 'synthetic' is known to fail on cpu")
     assert "Synthetic acceptance not supported with CPU sampling" in err
     assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_tune_refuses_a_drafter_the_sweep_does_not_have_and_a_folder_without_a_sweep(capsys, tmp_path):
+    from specviz.tuning import SWEEPS_DIR
+
+    assert cli.main(["tune", str(SWEEPS_DIR / "smollm2-chat"), "--drafter", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "--drafter 'nope' is not in the sweep; it has ['ngram lookup 2-4'," in err
+    assert cli.main(["tune", str(SWEEPS_DIR / "smollm2-chat")]) == 2  # three drafters: say which
+    assert "--drafter: give one of" in capsys.readouterr().err
+    assert cli.main(["tune", str(tmp_path)]) == 2
+    assert "sweep.json: cannot read" in capsys.readouterr().err
+
+
+def test_a_sweep_refuses_a_schedule_that_is_not_one_before_any_engine_starts(capsys, tmp_path):
+    common = ["sweep", "--model", str(tmp_path), "--k", "1", "--concurrency", "1", "--out", str(tmp_path / "s")]
+    static = '{"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 3}'
+    assert cli.main([*common, "--schedule", static]) == 2
+    assert "has no 'num_speculative_tokens_per_batch_size'" in capsys.readouterr().err
+    over = ('{"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 3, '
+            '"num_speculative_tokens_per_batch_size": [[1, 1, 4]]}')
+    assert cli.main([*common, "--schedule", over]) == 2
+    assert "k=4 in [1, 1, 4] is above num_speculative_tokens=2, and vLLM would silently cap it" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()
