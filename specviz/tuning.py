@@ -346,11 +346,6 @@ class Prediction(Frozen):
                                       spec=self.spec.with_k(best.num_speculative_tokens)))
         return out
 
-    def baseline_measured(self, concurrency: int) -> MeasuredPoint | None:
-        """The baseline cell measured at this concurrency, to stand beside every predicted figure."""
-        return next((m for m in self.measured if m.concurrency == concurrency and m.num_speculative_tokens == 0),
-                    None)
-
 
 def predict_concurrency(recorded: SweepCell, fit: StepCostFit) -> list[PredictionRow] | TuningRefusal:
     """Rows for k = 0..K at the recorded cell's concurrency (module docstring, 1.-4.), or why not."""
