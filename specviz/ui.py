@@ -293,10 +293,13 @@ def _sweep_and_table(path: str, mtime_ns: int) -> tuple[Sweep, pd.DataFrame]:
 def open_sweep(path: Path, name: str) -> tuple[Sweep, pd.DataFrame] | None:
     """The sweep at `path` and its table (cached until the file changes); None, with the reason shown, if unreadable."""
     try:
-        return _sweep_and_table(str(path), path.stat().st_mtime_ns)
+        sweep, table = _sweep_and_table(str(path), path.stat().st_mtime_ns)
     except (SweepError, OSError) as e:
         st.error(f"Sweep '{name}' cannot be opened: {e}")
         return None
+    if sweep.notes:  # what the recording says about itself (a busy machine, ...), before any figure
+        st.caption(f"Recording notes ({name}): {sweep.notes}")
+    return sweep, table
 
 
 def keep_valid(key: str, options: list) -> None:
