@@ -88,9 +88,12 @@ else:
         "speedup": st.column_config.NumberColumn(format="%.2fx"),
     })
     st.plotly_chart(tuning_charts.schedule_chart(result, pred, caption), key="tune_chart_schedule", width="stretch")
+    if confirmation is not None and result.schedule_measured_in != "sweep":
+        st.caption("The static-k curves are the sweep's cells; the black line was measured by the confirmation, at "
+                   "another time on the same machine: read a gap between them against the spreads in the table.")
     st.markdown(f"**Export:** {describe_spec(result.exported)}. Batch sizes between two measured concurrencies "
                 "take the k of the next one up; vLLM keeps the last k for every larger batch.")
-    st.code(serve_command(sweep.grid.target_model, result.exported), language="bash")
+    st.code(serve_command(sweep.grid.target_model, result.exported), language="bash", wrap_lines=True)
     st.code(python_config(sweep.grid.target_model, result.exported), language="python")
     if result.exported is not None and result.exported.schedule and result.schedule_measured_in is None:
         st.info("This schedule has not been measured yet. Measure it beside every static k by running the sweep's "

@@ -199,7 +199,8 @@ def recommendation_table(result: Tuned) -> list[dict]:
             "speedup": round(r.confirmed.output_tokens_per_s / base.output_tokens_per_s, 2)
             if base and base.output_tokens_per_s else None,
             "schedule k": result.exported.k_at(r.concurrency) if result.exported else 0,
-            "schedule": r.schedule.short() if r.schedule else NOT_MEASURED,
+            "schedule": (r.schedule.short() if r.schedule else NOT_MEASURED)
+            if result.exported is not None and result.exported.schedule else "no schedule: one k",
         })
     return rows
 
