@@ -89,8 +89,9 @@ else:
     })
     st.plotly_chart(tuning_charts.schedule_chart(result, pred, caption), key="tune_chart_schedule", width="stretch")
     if confirmation is not None and result.schedule_measured_in != "sweep":
-        st.caption("The static-k curves are the sweep's cells; the black line was measured by the confirmation, at "
-                   "another time on the same machine: read a gap between them against the spreads in the table.")
+        st.caption(f"The static-k curves are the sweep's cells ({sweep_charts.recorded_on(sweep.cells)}); the black "
+                   f"line was measured by the confirmation ({sweep_charts.recorded_on(confirmation.cells)}): read a "
+                   "gap between them against the spreads in the table.")
     st.markdown(f"**Export:** {describe_spec(result.exported)}. Batch sizes between two measured concurrencies "
                 "take the k of the next one up; vLLM keeps the last k for every larger batch.")
     st.code(serve_command(sweep.grid.target_model, result.exported), language="bash", wrap_lines=True)

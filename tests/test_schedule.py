@@ -125,3 +125,11 @@ def test_the_throughput_charts_draw_a_schedule_row_as_its_own_line():
     line = [t for t in charts.speedup_vs_concurrency(table, "cap").data if (t.meta or {}).get("role") == "schedule"]
     assert list(line[0].x) == [1, 4] and list(line[0].y) == pytest.approx([41.0 / 33.3, 69.0 / 66.7])
     assert charts.config_label(label, 2) == label  # its label already says its k
+
+
+def test_recorded_on_says_where_and_when_cells_were_measured():
+    from specviz.charts.sweeps import recorded_on
+
+    cells = _sweep().cells  # the test cells' runs were all created at 2026-12-02T00:00:00
+    assert recorded_on(cells) == "cpu (test cpu), 2026-12-02 00:00-00:00 UTC"
+    assert recorded_on([]) == ""

@@ -68,6 +68,16 @@ def _static_ks(rows: pd.DataFrame) -> list[int]:
     return sorted({int(k) for d in drafters(rows) for k in _cells(rows, d)["num_speculative_tokens"] if _present(k)})
 
 
+def recorded_on(cells) -> str:
+    """Where and when sweep cells were measured: 'cpu (Intel(R) Xeon(R) Processor), 2026-12-05 07:43-07:58 UTC'."""
+    times = sorted(r.created_at for c in cells for r in c.runs)
+    where = ", ".join(sorted({f"{c.platform} ({c.device_name})" for c in cells}))
+    if not times:
+        return where
+    first, last = times[0][:16].replace("T", " "), times[-1][:16].replace("T", " ")
+    return f"{where}, {first}-{last[11:] if last[:10] == first[:10] else last} UTC"
+
+
 def config_label(drafter: str, k) -> str:
     """'ngram lookup 2-4 k=3'; a schedule's label already says its k ('ngram k by batch 1:4 2-64:1')."""
     k = _k(k)
