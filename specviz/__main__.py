@@ -18,6 +18,7 @@ import json
 import os
 import select
 import shlex
+import signal
 import sys
 from pathlib import Path
 
@@ -463,6 +464,12 @@ def _quiet_stdout() -> None:
         sys.stdout = open(os.devnull, "w")  # lives until exit
 
 
+def _interrupt(signum, frame) -> None:
+    """SIGTERM as Ctrl-C: the vLLM servers a command started are stopped on the way out (their context
+    managers run), and a sweep says where its finished cells are, instead of leaving servers behind."""
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="specviz", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -555,6 +562,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--out", default=None)
     s.set_defaults(fn=cmd_schema)
 
+    if argv is None:  # the real command line (not a test calling main): `kill` stops it as Ctrl-C does
+        signal.signal(signal.SIGTERM, _interrupt)
     argv = join_vllm_args(sys.argv[1:] if argv is None else list(argv))
     args, unknown = p.parse_known_args(argv)
     if unknown:
