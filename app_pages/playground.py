@@ -98,7 +98,7 @@ def start_generation() -> None:
 def baseline_for(run):
     """The latest baseline run of the same prompt and sampling, if the user made one."""
     for other in reversed(st.session_state.pg_runs):
-        if (other.meta.speculative_config is None and other.requests[0].prompt == run.requests[0].prompt
+        if (other.meta.spec is None and other.requests[0].prompt == run.requests[0].prompt
                 and other.meta.sampling == run.meta.sampling and other.meta.run_id != run.meta.run_id):
             return other
     return None

@@ -267,7 +267,7 @@ class StepFigures(Frozen):
 
 
 def step_figures(run: Run) -> StepFigures:
-    k = run.meta.num_speculative_tokens or 0
+    k = run.meta.num_speculative_tokens
     steps = [s for r in run.requests for s in r.steps]
     histogram = [0] * (k + 1)
     for s in steps:

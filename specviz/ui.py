@@ -12,6 +12,7 @@ import streamlit as st
 from . import render, showcase
 from .charts import timeline
 from .charts.acceptance import acceptance_per_position
+from .config import describe_spec
 from .metrics import Summary, count_acceptance, request_acceptance_length, summarize
 from .platforms import pitfall_hints
 from .runfile import SAMPLE_RUNS_DIR, Request, Run, RunFileError, load_run
@@ -23,12 +24,7 @@ from .untraced_steps import has_step_arrays
 
 def provenance(run: Run) -> str:
     m = run.meta
-    if m.method:
-        spec = f"{m.method} k={m.num_speculative_tokens}"
-    elif m.speculative_config:  # an attached server that did not say its method
-        spec = f"speculative decoding (method not reported) k={m.num_speculative_tokens}"
-    else:
-        spec = "no speculation (baseline)"
+    spec = describe_spec(m.spec)
     where = f" · server {m.server_url}" if m.server_url else ""
     if m.attention_backends:
         where += f" · attention {', '.join(m.attention_backends)}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from specviz.config import SpecConfig
 from specviz.runfile import Request, Run, RunMeta, Step
 
 
@@ -19,8 +20,7 @@ def make_run(requests: list[Request], *, k: int | None = 3, **meta) -> Run:
     fields = dict(
         run_id="test", created_at="2026-12-02T00:00:00+00:00", specviz_version="0", vllm_version="0.32.0",
         platform="cpu", device_name="test cpu", async_scheduling=False, traced=True, target_model="tiny",
-        speculative_config={"method": "ngram", "num_speculative_tokens": k} if k else None,
-        method="ngram" if k else None, num_speculative_tokens=k, sampling={"temperature": 0.0},
+        spec=SpecConfig(method="ngram", num_speculative_tokens=k) if k else None, sampling={"temperature": 0.0},
         prompt_set="unit", concurrency=1, max_tokens=16,
     ) | meta
     return Run(meta=RunMeta(**fields), requests=requests)

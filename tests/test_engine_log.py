@@ -302,7 +302,7 @@ def test_a_sweep_cell_whose_engine_dies_stops_with_the_engines_error(dies_in, tm
 
     def fake_record(server, prompts, *, prompt_set, concurrency, max_tokens, **_):
         dead = prompt_set == dies_in or (dies_in == "measured" and prompt_set != "warm-up")
-        return make_run([], k=None, concurrency=concurrency, max_tokens=max_tokens, complete=not dead,
+        return make_run([], k=0, concurrency=concurrency, max_tokens=max_tokens, complete=not dead,
                         incomplete_reason=reason if dead else None,
                         engine_error="AssertionError: boom\n  (Worker process, a.py line 1, in f)" if dead else None)
 
@@ -315,6 +315,6 @@ def test_a_sweep_cell_whose_engine_dies_stops_with_the_engines_error(dies_in, tm
                      "--k", "1", "--concurrency", "1", "--out", str(tmp_path / "sweep")])
     err = capsys.readouterr().err
     assert code == 1
-    assert "cell baseline k=None concurrency 1 failed" in err
+    assert "cell baseline k=0 concurrency 1 failed" in err
     assert "AssertionError: boom\n  (Worker process, a.py line 1, in f)" in err
     assert ("in its warm-up, before measuring" in err) is (dies_in == "warm-up")
