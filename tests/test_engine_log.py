@@ -114,6 +114,7 @@ class DyingServer:
 
     url = "http://127.0.0.1:9"
     model = "tiny"
+    spec = None  # no drafting
     trace = False
     trace_path = None
 
@@ -134,9 +135,6 @@ class DyingServer:
 
     def engine_error(self):
         return self.cause if self.dead else None
-
-    def speculative_config(self):
-        return None
 
     def tokenizer(self):
         return SimpleNamespace(decode=lambda ids: "".join(f"<{i}>" for i in ids))  # token texts of the untraced view
