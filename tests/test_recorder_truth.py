@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 
-from conftest import make_run, make_step
+from conftest import html_of, make_run, make_scheduled_run, make_step
 
 from specviz import render
 from specviz.__main__ import main
@@ -134,6 +135,21 @@ def _recorded_view_of(path: str) -> None:
     from specviz.runfile import load_run
 
     ui.recorded_run_view(load_run(path))
+
+
+def test_the_app_shows_a_scheduled_runs_k_and_batch_at_each_step(tmp_path):
+    from streamlit.testing.v1 import AppTest
+
+    path = save_run(make_scheduled_run(), tmp_path / "scheduled.json.gz")
+    at = AppTest.from_function(_recorded_view_of, args=(str(path),), default_timeout=60).run()
+    at.selectbox(key="request_id").set_value("r0").run()
+    assert not at.exception
+    assert any("ngram k by batch size (1: k=4 · 2-64: k=1)" in c.value for c in at.caption)
+    rows = re.findall(r'class="sv-stepk"[^>]*>([^<]*)<', html_of(at))
+    assert rows == ["k=0", "k=4 · batch 1", "k=4 · batch 1", "k=1 · batch 2", "k=1 · batch 2", "k=4 · batch 1"]
+    at.toggle(key="step_through").set_value(True).run()
+    at.slider(key="step_at").set_value(4).run()  # the presenter's one step: k=1 at batch 2
+    assert re.findall(r'class="sv-stepk"[^>]*>([^<]*)<', html_of(at)) == ["k=1 · batch 2"]
 
 
 def test_the_app_opens_an_invalid_run_with_its_violation_and_failed_requests_beside_it(tmp_path):

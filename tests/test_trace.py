@@ -2,7 +2,7 @@ import gzip
 import json
 
 import pytest
-from conftest import make_run, make_step
+from conftest import SCHEDULE, make_run, make_scheduled_run, make_step
 from pydantic import ValidationError
 
 from specviz.config import SpecConfig
@@ -158,27 +158,10 @@ def test_an_old_file_of_a_server_that_did_not_say_its_method_keeps_it_unsaid(wea
     assert (meta.method, meta.num_speculative_tokens, meta.speculative_config) == (None, 4, {"num_speculative_tokens": 4})
 
 
-SCHEDULE = SpecConfig.from_recorded({"method": "ngram", "num_speculative_tokens": 4,
-                                     "num_speculative_tokens_per_batch_size": [[1, 1, 4], [2, 64, 1]]})
-
-
-def _scheduled_run(r1_drafts_at_step_4: int = 1):
-    """r0 at engine steps 1-6, r1 joins at 3 and leaves after 4: the batch goes 1, 1, 2, 2, 1, 1.
-    Drafts verified at a step were proposed at the request's step before, with that step's batch:
-    r0 verifies 4, 4 (proposed alone), 1, 1 (proposed beside r1), 4 (alone again)."""
-    def step(i, n):  # n drafts, all accepted, then the bonus token
-        drafts = list(range(10 * i, 10 * i + n))
-        return make_step(i, drafts, drafts + [99])
-    r0 = [make_step(1, [], [5]), step(2, 4), step(3, 4), step(4, 1), step(5, 1), step(6, 4)]
-    r1 = [make_step(3, [], [6]), step(4, r1_drafts_at_step_4)]
-    reqs = [Request(request_id=rid, prompt="p", output_token_ids=[t for s in steps for t in s.committed_token_ids],
-                    output_text="x", start_time_s=0.0, finish_reason="length", steps=steps)
-            for rid, steps in (("r0", r0), ("r1", r1))]
-    return make_run(reqs, k=4, spec=SCHEDULE, concurrency=2)
 
 
 def test_a_scheduled_run_validates_with_k_following_the_batch_and_round_trips(tmp_path):
-    run = _scheduled_run()
+    run = make_scheduled_run()
     assert [s.num_drafts for s in run.requests[0].steps] == [0, 4, 4, 1, 1, 4]
     assert draft_batches(run.requests) == {"r0": [None, 1, 1, 2, 2, 1], "r1": [None, 2]}
     assert run.meta.scheduled and run.meta.num_speculative_tokens == 4
@@ -193,7 +176,7 @@ def test_a_step_drafting_more_than_the_schedule_allows_at_its_batch_is_refused()
     with pytest.raises(ValidationError, match=r"request r1 step 4 verified 4 drafts, proposed in engine step 3 with 2 "
                                               r"of the run's requests in the batch, where the schedule \(ngram k by "
                                               r"batch size \(1: k=4 · 2-64: k=1\)\) drafts at most 1"):
-        _scheduled_run(r1_drafts_at_step_4=4)
+        make_scheduled_run(r1_drafts_at_step_4=4)
 
 
 def test_most_drafts_from_a_batch_takes_the_largest_k_at_that_batch_or_above():
