@@ -170,7 +170,7 @@ class Summary(Frozen):
     run_id: str
     complete: bool
     method: str | None
-    num_speculative_tokens: int | None
+    num_speculative_tokens: int | None  # k; 0 for no drafting (None in sweep files written before run schema 4)
     concurrency: int
     prompt_set: str
     max_tokens: int

@@ -327,10 +327,12 @@ def draft_batches(requests: Sequence[Request]) -> dict[str, list[int | None]]:
            r1: [None, 2]
 
     The count is a lower bound of vLLM's batch: a request in the middle of a chunked prefill samples nothing and
-    leaves no record, nor do other clients' requests on the same server.
+    leaves no record, nor do other clients' requests on the same server. An engine step is its number and its
+    time together (the tracer writes one time per step), so the steps of a group's servers, each numbering its
+    own, are not counted as one.
     """
-    per_step = Counter(s.engine_step for r in requests for s in r.steps)
-    return {r.request_id: [None] + [per_step[s.engine_step] for s in r.steps[:-1]] for r in requests}
+    per_step = Counter((s.engine_step, s.time_s) for r in requests for s in r.steps)
+    return {r.request_id: [None] + [per_step[s.engine_step, s.time_s] for s in r.steps[:-1]] for r in requests}
 
 
 def most_drafts_from(spec: SpecConfig, batch: int) -> int:

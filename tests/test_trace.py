@@ -172,6 +172,13 @@ def test_a_scheduled_run_validates_with_k_following_the_batch_and_round_trips(tm
     assert load_run(path) == run
 
 
+def test_a_groups_servers_number_their_own_engine_steps_and_are_not_counted_as_one_batch():
+    run = make_scheduled_run()
+    elsewhere = run.requests[1].model_copy(update={"steps": [s.model_copy(update={"time_s": s.time_s + 0.5})
+                                                             for s in run.requests[1].steps]})
+    assert draft_batches([run.requests[0], elsewhere]) == {"r0": [None, 1, 1, 1, 1, 1], "r1": [None, 1]}
+
+
 def test_a_step_drafting_more_than_the_schedule_allows_at_its_batch_is_refused():
     with pytest.raises(ValidationError, match=r"request r1 step 4 verified 4 drafts, proposed in engine step 3 with 2 "
                                               r"of the run's requests in the batch, where the schedule \(ngram k by "
