@@ -315,8 +315,9 @@ def untraced_step_html(step: UntracedStep, label: str) -> str:
     approx = "" if step.exact else " sv-approx"
     label = label if step.exact else f"≈ {label}"
     title = untraced_step_summary(step) + ("" if step.exact else " (its place in the stream is one possibility)")
+    k = f'<span class="sv-stepk">k={step.num_drafts}</span>'  # as vLLM counts drafts: padded slots included
     return (f'<div class="sv-row{approx}" title="{escape(title)}"><span class="sv-stepno">{escape(label)}</span>'
-            f"{chips}</div>")
+            f"{k}{chips}</div>")
 
 
 def untraced_steps_html(steps: Sequence[UntracedStep], start: int = 0) -> str:
