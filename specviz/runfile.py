@@ -294,18 +294,17 @@ class Run(Frozen):
         spec = self.meta.spec
         if spec is None:
             if any(s.draft_token_ids for r in self.requests for s in r.steps):
-                raise ValueError("a baseline run (no speculative_config) has steps with drafts")
+                raise ValueError("a baseline run (no drafting: meta.spec is null) has steps with drafts")
             return self
         k = spec.num_speculative_tokens
         batches = draft_batches(self.requests) if spec.schedule else {}
         for r in self.requests:
-            for i, s in enumerate(r.steps):
+            for i, (s, batch) in enumerate(zip(r.steps, batches.get(r.request_id) or [None] * len(r.steps))):
                 if s.num_drafts + s.num_padded_drafts > k:
                     raise ValueError(
                         f"request {r.request_id} step {s.engine_step} has {s.num_drafts} drafts and "
                         f"{s.num_padded_drafts} padded slots, more than num_speculative_tokens={k}"
                     )
-                batch = batches.get(r.request_id, [None] * (i + 1))[i]
                 if batch is not None and s.num_drafts > (allowed := most_drafts_from(spec, batch)):
                     raise ValueError(
                         f"request {r.request_id} step {s.engine_step} verified {s.num_drafts} drafts, proposed in "
