@@ -98,7 +98,7 @@ def start_generation() -> None:
 def baseline_for(run):
     """The latest baseline run of the same prompt and sampling, if the user made one."""
     for other in reversed(st.session_state.pg_runs):
-        if (other.meta.speculative_config is None and other.requests[0].prompt == run.requests[0].prompt
+        if (other.meta.spec is None and other.requests[0].prompt == run.requests[0].prompt
                 and other.meta.sampling == run.meta.sampling and other.meta.run_id != run.meta.run_id):
             return other
     return None
@@ -117,7 +117,7 @@ def draw(run, done: bool, area, tick: int) -> None:
                 c2.metric("speed vs baseline", f"{s.output_tokens_per_s / b.output_tokens_per_s:.2f}x")
             marks = ui_race.baseline_comparison(base, run, run.requests[0], "generated just before")
         ui.request_view(run.requests[0], ui.provenance(run), steps=slice(-40, None), chart_key=f"pg_acc_{tick}",
-                        marks=marks)
+                        marks=marks, batches=ui.step_batches(run, run.requests[0]))
 
 
 

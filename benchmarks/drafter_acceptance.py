@@ -92,7 +92,7 @@ def summary_row(run) -> dict:
     measured = summarize(run)
     acc = run_acceptance(run) if run.meta.method else None
     interval = acceptance_length_interval(run) if acc else None
-    return {"method": run.meta.method or "none", "k": run.meta.num_speculative_tokens or 0,
+    return {"method": run.meta.method or "none", "k": run.meta.num_speculative_tokens,
             "concurrency": run.meta.concurrency, "max_tokens": run.meta.max_tokens, "prompts": len(run.requests),
             "output_tokens_per_s": measured.output_tokens_per_s,
             "mean_acceptance_length": acc.mean_acceptance_length if acc else None,

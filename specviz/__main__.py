@@ -115,7 +115,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         print(f"specviz: {line}", file=sys.stderr)
     if run.meta.engine_error and run.meta.complete:  # an incomplete run's reason carries it already
         print(f"specviz: the engine's error, from the server's log:\n{run.meta.engine_error}", file=sys.stderr)
-    if not run.meta.traced and run.meta.speculative_config:
+    if not run.meta.traced and run.meta.spec is not None:
         print(f"specviz: {untraced_step_note(run)}", file=sys.stderr)
     if run.meta.invalid_reason:
         return _fail(f"run saved INVALID to {path} (kept with the tracer's raw records): {run.meta.invalid_reason}", 1)
@@ -331,7 +331,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"specviz: {line}", file=sys.stderr)
     if run.meta.engine_error:
         print(f"specviz: the engine's error, from the server's log:\n{run.meta.engine_error}", file=sys.stderr)
-    if not run.meta.traced and run.meta.speculative_config:
+    if not run.meta.traced and run.meta.spec is not None:
         print(f"specviz: {untraced_step_note(run)}", file=sys.stderr)
     if summary.num_padded_draft_tokens:
         print(f"specviz: vLLM padded {summary.num_padded_steps} step(s) with {summary.num_padded_draft_tokens} "

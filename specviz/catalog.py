@@ -27,8 +27,7 @@ from pydantic import Field, ValidationError, computed_field
 
 from . import vllm_methods
 from .base import Frozen, SpecvizError
-from .files import Wording, read_versioned_json
-from .runfile import SAMPLE_RUNS_DIR, first_error
+from .files import SAMPLE_RUNS_DIR, Wording, first_error, read_versioned_json
 
 Family = Literal[
     "model-free lookup",

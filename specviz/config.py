@@ -40,6 +40,7 @@ class ConfigError(SpecvizError, ValueError):
 
 
 SCHEDULE_FIELD = "num_speculative_tokens_per_batch_size"  # vLLM's name for the per-batch-size schedule
+UNREPORTED_METHOD = "unknown"  # the method of a server that drafts but did not say how (an attached one, no --spec)
 
 
 class BatchSizeRange(Frozen):
@@ -101,10 +102,12 @@ class SpecConfig(Frozen):
             SCHEDULE_FIELD: [[e.first, e.last, e.k] for e in schedule]})
 
     def describe(self) -> str:
-        """'ngram k=3', or with a schedule 'ngram k by batch size (1: k=4 · 2-64: k=1)'."""
+        """'ngram k=3', or with a schedule 'ngram k by batch size (1: k=4 · 2-64: k=1)'; a method nobody reported
+        reads 'speculative decoding (method not reported) k=3'."""
+        method = "speculative decoding (method not reported)" if self.method == UNREPORTED_METHOD else self.method
         if not self.schedule:
-            return f"{self.method} k={self.num_speculative_tokens}"
-        return f"{self.method} k by batch size ({' · '.join(e.text() for e in self.schedule)})"
+            return f"{method} k={self.num_speculative_tokens}"
+        return f"{method} k by batch size ({' · '.join(e.text() for e in self.schedule)})"
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SpecConfig:
@@ -162,7 +165,7 @@ class SpecConfig(Frozen):
             return None
         d = dict(d)
         schedule = d.pop(SCHEDULE_FIELD, None)
-        return cls(method=d.pop("method", None) or "unknown", num_speculative_tokens=d.pop("num_speculative_tokens"),
+        return cls(method=d.pop("method", None) or UNREPORTED_METHOD, num_speculative_tokens=d.pop("num_speculative_tokens"),
                    model=d.pop("model", None), params=d,
                    schedule=[BatchSizeRange(first=a, last=b, k=k) for a, b, k in schedule] if schedule else None)
 
@@ -178,7 +181,10 @@ class SpecConfig(Frozen):
         return cls.from_dict(d)
 
     def to_vllm(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"method": self.method, "num_speculative_tokens": self.num_speculative_tokens}
+        """The dict vLLM takes; a method nobody reported (UNREPORTED_METHOD) is left out, as it was recorded."""
+        d: dict[str, Any] = {"num_speculative_tokens": self.num_speculative_tokens}
+        if self.method != UNREPORTED_METHOD:
+            d = {"method": self.method} | d
         if self.model:
             d["model"] = self.model
         d |= self.params

@@ -21,6 +21,8 @@ from typing import Any, NamedTuple
 
 from .base import SpecvizError
 
+SAMPLE_RUNS_DIR = Path(__file__).resolve().parent.parent / "sample_runs"
+
 MAX_RUN_MB_ENV = "SPECVIZ_MAX_RUN_MB"  # the largest run/sweep file specviz reads, inflated, in MiB
 DEFAULT_MAX_RUN_MB = 256  # see max_file_bytes()
 
@@ -152,3 +154,9 @@ def read_versioned_json(source: str | Path | bytes, *, kind: str, versions: Coll
     if versions is not None and (version := doc.get("schema_version")) not in versions:
         raise error(wording.wrong_version.format(**words, version=version, versions=", ".join(map(str, versions))))
     return doc
+
+
+def first_error(e) -> str:
+    """Where and what a pydantic ValidationError's first error is: 'at requests.0.steps.1: Value error, ...'."""
+    first = e.errors()[0]
+    return f"at {'.'.join(str(p) for p in first['loc']) or 'top level'}: {first['msg']}"

@@ -170,7 +170,7 @@ class Summary(Frozen):
     run_id: str
     complete: bool
     method: str | None
-    num_speculative_tokens: int | None
+    num_speculative_tokens: int | None  # k; 0 for no drafting (None in sweep files written before run schema 4)
     concurrency: int
     prompt_set: str
     max_tokens: int
@@ -267,7 +267,7 @@ class StepFigures(Frozen):
 
 
 def step_figures(run: Run) -> StepFigures:
-    k = run.meta.num_speculative_tokens or 0
+    k = run.meta.num_speculative_tokens
     steps = [s for r in run.requests for s in r.steps]
     histogram = [0] * (k + 1)
     for s in steps:

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Generic, TypeVar
 
+from .config import describe_spec
 from .divergence import RequestComparison, compare_requests, is_greedy, shared_dtype
 from .prompts import workload_name
 from .render import CSS, Role, output_roles, pieces_html
@@ -242,11 +243,11 @@ class Pair(Generic[K]):
 
 
 def is_baseline(run: Run) -> bool:
-    return run.meta.speculative_config is None and not run.meta.invalid_reason
+    return run.meta.spec is None and not run.meta.invalid_reason
 
 
 def is_speculative(run: Run) -> bool:
-    return run.meta.speculative_config is not None and not run.meta.invalid_reason
+    return run.meta.spec is not None and not run.meta.invalid_reason
 
 
 def _model_name(path: str) -> str:
@@ -313,11 +314,11 @@ def race_for(pair: Pair, req: Request, spec_label: str) -> Race:
 
 
 def spec_label(run: Run) -> str:
-    """'ngram k=3', 'draft_model k=2', ...: the short name of a run's drafting."""
-    m = run.meta
-    if m.speculative_config is None:
+    """'ngram k=3', 'draft_model k=2', 'ngram k by batch size (1: k=4 · 2-64: k=1)', ...: the short name of a
+    run's drafting (config.describe_spec)."""
+    if run.meta.spec is None:
         return "baseline (no drafting)"
-    return f"{m.method or 'speculative'} k={m.num_speculative_tokens}"
+    return describe_spec(run.meta.spec)
 
 
 def _timestamp(iso: str) -> float:

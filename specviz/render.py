@@ -10,6 +10,10 @@ One verification step renders as chips, left to right:
     no drafts            -> the one token the target produced
     padded by vLLM       -> that token, then one dotted "pad" chip per placeholder slot (no drafter
                             proposed them; vLLM's counters count them as rejected drafts)
+
+In the step list each row says how many drafts the step verified, "k=4"; in a run whose k follows the
+batch size (vLLM's num_speculative_tokens_per_batch_size) also the batch they were proposed at,
+"k=1 · batch 4", so k is seen to fall as the batch grows and rise as it shrinks.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ CSS = """
 .sv-ws{opacity:.55}
 .sv-row{margin:2px 0}
 .sv-stepno{display:inline-block;width:5.5em;color:#888;font-size:.85em}
+.sv-stepk{display:inline-block;min-width:3em;margin-right:.5em;color:#888;font-size:.85em;white-space:nowrap}
 .sv-output{line-height:1.9}
 .sv-output .sv-chip{display:inline;margin:0;padding:0 1px;border-radius:2px;border:none;white-space:pre-wrap}
 .sv-output .sv-plain{--sv-bg:transparent;--sv-bd:transparent;color:inherit}
@@ -116,22 +121,43 @@ def committed_chip(step: Step, j: int) -> int:
     return j + rejected_before
 
 
-def step_html(step: Step, label: str = "", marks: dict[int, str] | None = None) -> str:
-    """One step's row; `marks` outlines committed tokens by their index in the step (with a hover text)."""
+def step_html(step: Step, label: str = "", marks: dict[int, str] | None = None, *, show_k: bool = False,
+              batch: int | None = None) -> str:
+    """One step's row; `marks` outlines committed tokens by their index in the step (with a hover text).
+    `show_k` puts the step's k after the label (drafted_text), with `batch` the batch of its drafts."""
     at = {committed_chip(step, j): text for j, text in (marks or {}).items()}
     chips = "".join(chip(text, role, mark=at.get(i)) for i, (text, role) in enumerate(step_roles(step)))
-    return f'<div class="sv-row"><span class="sv-stepno">{escape(label)}</span>{chips}</div>'
+    k = (f'<span class="sv-stepk" title="{escape(drafted_title(step, batch))}">{escape(drafted_text(step, batch))}'
+         '</span>') if show_k else ""
+    return f'<div class="sv-row"><span class="sv-stepno">{escape(label)}</span>{k}{chips}</div>'
+
+
+def drafted_text(step: Step, batch: int | None = None) -> str:
+    """The k a step drafted with, as its row shows it: 'k=3'; with the batch its drafts were proposed at
+    (a run whose k follows the batch size, runfile.draft_batches): 'k=1 · batch 4'."""
+    return f"k={step.num_drafts}" + ("" if batch is None else f" · batch {batch}")
+
+
+def drafted_title(step: Step, batch: int | None = None) -> str:
+    """The hover text of drafted_text: what the numbers are."""
+    n = step.num_drafts
+    text = f"{n} draft{'s' if n != 1 else ''} proposed and verified in this step"
+    if batch is not None:
+        text += (f", proposed in the request's previous step, when {batch} of the run's requests were in the batch "
+                 "(the schedule's k follows the batch size)")
+    return text
 
 
 def steps_html(steps: list[Step], start: int = 0, marks: dict[int, str] | None = None,
-               first_token: int = 0) -> str:
-    """Step rows numbered from start + 1; `marks` outlines output tokens by their index in the whole
-    output, of which steps[0] committed the one at `first_token` onwards."""
+               first_token: int = 0, batches: Sequence[int | None] | None = None) -> str:
+    """Step rows numbered from start + 1, each with its k; `marks` outlines output tokens by their index in
+    the whole output, of which steps[0] committed the one at `first_token` onwards. `batches[i]` is the batch
+    the drafts of steps[i] were proposed at (a run with a per-batch-size schedule); None: not shown."""
     rows, token = [], first_token
     for i, s in enumerate(steps):
         n = len(s.committed_token_ids)
         mine = {t - token: text for t, text in (marks or {}).items() if token <= t < token + n}
-        rows.append(step_html(s, f"step {start + i + 1}", mine))
+        rows.append(step_html(s, f"step {start + i + 1}", mine, show_k=True, batch=batches[i] if batches else None))
         token += n
     return "".join(rows)
 
@@ -289,8 +315,9 @@ def untraced_step_html(step: UntracedStep, label: str) -> str:
     approx = "" if step.exact else " sv-approx"
     label = label if step.exact else f"≈ {label}"
     title = untraced_step_summary(step) + ("" if step.exact else " (its place in the stream is one possibility)")
+    k = f'<span class="sv-stepk">k={step.num_drafts}</span>'  # as vLLM counts drafts: padded slots included
     return (f'<div class="sv-row{approx}" title="{escape(title)}"><span class="sv-stepno">{escape(label)}</span>'
-            f"{chips}</div>")
+            f"{k}{chips}</div>")
 
 
 def untraced_steps_html(steps: Sequence[UntracedStep], start: int = 0) -> str:

@@ -21,16 +21,21 @@ Files are JSON, optionally gzip-compressed (by the `.gz` suffix on save, by magi
 from __future__ import annotations
 
 import gzip
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, ValidationError, ValidationInfo, model_validator
 
 from .base import Frozen, SpecvizError
-from .files import read_versioned_json
+from .config import UNREPORTED_METHOD, SpecConfig
+from .files import SAMPLE_RUNS_DIR, first_error, read_versioned_json
 
-SCHEMA_VERSION = 3  # 3: the target's top logprobs per output token and the dtype; 2: padded slots; 1, 2 still read
-READABLE_SCHEMA_VERSIONS = (1, 2, 3)
+# 4: the drafting is one typed spec (meta.spec); 3: the target's top logprobs per output token and the dtype;
+# 2: padded slots. 1-3 still read.
+SCHEMA_VERSION = 4
+READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4)
 RUN_FILE_KIND = "specviz.run"
 
 
@@ -213,9 +218,8 @@ class RunMeta(Frozen):
     traced: bool = Field(description="True when the server ran the specviz tracer")
     server_url: str | None = Field(default=None, description="the attached server; None if specviz started it")
     target_model: str
-    speculative_config: dict | None = Field(description="as passed to vLLM; None for the baseline")
-    method: str | None
-    num_speculative_tokens: int | None
+    spec: SpecConfig | None = Field(description="the drafting the server ran, as vLLM took it (with its per-batch-size "
+                                                "schedule, if any); None: no drafting (the baseline)")
     sampling: dict = Field(description="temperature, top_p, seed, ... as sent to the server")
     prompt_set: str
     concurrency: int = Field(ge=1)
@@ -230,14 +234,53 @@ class RunMeta(Frozen):
     vllm_counters: SpecDecodeCounters | None = None
     notes: str = ""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _read(cls, data):
+        """Schema 1-3 held the drafting three times: vLLM's dict, its method and its k. Typed from the dict:
+        {"speculative_config": {"method": "ngram", "num_speculative_tokens": 3}, "method": "ngram",
+        "num_speculative_tokens": 3} -> spec=SpecConfig(method="ngram", num_speculative_tokens=3)."""
+        if isinstance(data, dict) and "spec" not in data:
+            data = {k: v for k, v in data.items() if k not in ("method", "num_speculative_tokens")}
+            data["spec"] = SpecConfig.from_recorded(data.pop("speculative_config", None))
+        return data
+
+    @property
+    def method(self) -> str | None:
+        """The drafting method; None for no drafting, and for a server that drafts without saying how."""
+        return self.spec.method if self.spec and self.spec.method != UNREPORTED_METHOD else None
+
+    @property
+    def num_speculative_tokens(self) -> int:
+        """k; 0 for no drafting, the largest k for a schedule."""
+        return self.spec.num_speculative_tokens if self.spec else 0
+
+    @property
+    def speculative_config(self) -> dict | None:
+        """As vLLM takes it; None for no drafting."""
+        return self.spec.to_vllm() if self.spec else None
+
+    @property
+    def scheduled(self) -> bool:
+        """k follows the batch size (vLLM's num_speculative_tokens_per_batch_size)."""
+        return bool(self.spec and self.spec.schedule)
+
 
 class Run(Frozen):
     kind: Literal["specviz.run"] = RUN_FILE_KIND
-    schema_version: Literal[1, 2, 3] = SCHEMA_VERSION
+    schema_version: Literal[4] = SCHEMA_VERSION
     meta: RunMeta
     requests: list[Request]
     raw_trace_records: list[dict] | None = Field(
         default=None, description="the tracer's records as written, kept when the run is invalid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read(cls, data):
+        """An older file reads in today's shape (RunMeta._read), so it is written back as schema 4."""
+        if isinstance(data, dict) and data.get("schema_version") in READABLE_SCHEMA_VERSIONS:
+            data = data | {"schema_version": SCHEMA_VERSION}
+        return data
 
     @model_validator(mode="after")
     def _check(self, info: ValidationInfo) -> Run:
@@ -248,18 +291,60 @@ class Run(Frozen):
             raise ValueError("request ids are not unique")
         if self.meta.complete and self.meta.incomplete_reason:
             raise ValueError("a complete run has no incomplete_reason")
-        k = self.meta.num_speculative_tokens
-        if k is not None:
-            for r in self.requests:
-                for s in r.steps:
-                    if s.num_drafts + s.num_padded_drafts > k:
-                        raise ValueError(
-                            f"request {r.request_id} step {s.engine_step} has {s.num_drafts} drafts and "
-                            f"{s.num_padded_drafts} padded slots, more than num_speculative_tokens={k}"
-                        )
-        if self.meta.speculative_config is None and any(s.draft_token_ids for r in self.requests for s in r.steps):
-            raise ValueError("a baseline run (no speculative_config) has steps with drafts")
+        spec = self.meta.spec
+        if spec is None:
+            if any(s.draft_token_ids for r in self.requests for s in r.steps):
+                raise ValueError("a baseline run (no drafting: meta.spec is null) has steps with drafts")
+            return self
+        k = spec.num_speculative_tokens
+        batches = draft_batches(self.requests) if spec.schedule else {}
+        for r in self.requests:
+            for i, (s, batch) in enumerate(zip(r.steps, batches.get(r.request_id) or [None] * len(r.steps))):
+                if s.num_drafts + s.num_padded_drafts > k:
+                    raise ValueError(
+                        f"request {r.request_id} step {s.engine_step} has {s.num_drafts} drafts and "
+                        f"{s.num_padded_drafts} padded slots, more than num_speculative_tokens={k}"
+                    )
+                if batch is not None and s.num_drafts > (allowed := most_drafts_from(spec, batch)):
+                    raise ValueError(
+                        f"request {r.request_id} step {s.engine_step} verified {s.num_drafts} drafts, proposed in "
+                        f"engine step {r.steps[i - 1].engine_step} with {batch} of the run's requests in the batch, "
+                        f"where the schedule ({spec.describe()}) drafts at most {allowed}")
         return self
+
+
+def draft_batches(requests: Sequence[Request]) -> dict[str, list[int | None]]:
+    """Per request, per step: the batch its drafts were proposed at, as the run's steps show it; None for its
+    first step (nothing drafted before it).
+
+    vLLM's drafter proposes a request's next drafts during the engine step that just ran it, with the k of that
+    step's batch (num_spec_tokens_to_schedule in vllm/v1/core/sched/scheduler.py), and the next step verifies
+    them. So a step's drafts belong to the batch of the request's previous step:
+
+        r0 at engine steps 5, 6, 7 and r1 at 6, 7       batches {5: 1, 6: 2, 7: 2}
+        -> r0: [None, 1, 2]   (what r0 verifies at step 6 was proposed at step 5, when it ran alone)
+           r1: [None, 2]
+
+    The count is a lower bound of vLLM's batch: a request in the middle of a chunked prefill samples nothing and
+    leaves no record, nor do other clients' requests on the same server. An engine step is its number and its
+    time together (the tracer writes one time per step), so the steps of a group's servers, each numbering its
+    own, are not counted as one.
+    """
+    per_step = Counter((s.engine_step, s.time_s) for r in requests for s in r.steps)
+    return {r.request_id: [None] + [per_step[s.engine_step, s.time_s] for s in r.steps[:-1]] for r in requests}
+
+
+def most_drafts_from(spec: SpecConfig, batch: int) -> int:
+    """The most drafts per request the spec allows at a batch of `batch` requests or more: the batch a run's steps
+    show may be smaller than vLLM's (draft_batches), never larger. For the usual schedule, whose k falls as the
+    batch grows, that is k_at(batch):
+
+        1: k=4 · 2-64: k=1         batch 1 -> 4, batch 3 -> 1
+        1: k=1 · 2-8: k=4          batch 1 -> 4 (a second request may have been in its prefill), batch 3 -> 4
+    """
+    if not spec.schedule:
+        return spec.num_speculative_tokens
+    return max(spec.k_at(b) for b in [batch, *(e.first for e in spec.schedule if e.first > batch)])
 
 
 class RunFileError(SpecvizError, ValueError):
@@ -295,18 +380,9 @@ def load_run(source: str | Path | bytes) -> Run:
         raise RunFileError(f"{name}: invalid run file {first_error(e)}") from e
 
 
-def first_error(e: ValidationError) -> str:
-    """Where and what the first validation error is: 'at requests.0.steps.1: Value error, ...'."""
-    first = e.errors()[0]
-    return f"at {'.'.join(str(p) for p in first['loc']) or 'top level'}: {first['msg']}"
-
-
 def run_json_schema() -> dict:
     """The JSON Schema of a run file (written to sample_runs/run.schema.json)."""
     return Run.model_json_schema()
-
-
-SAMPLE_RUNS_DIR = Path(__file__).resolve().parent.parent / "sample_runs"
 
 
 def list_run_files(folder: Path = SAMPLE_RUNS_DIR) -> list[Path]:

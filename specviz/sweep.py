@@ -379,7 +379,7 @@ class Sweep(_Frozen):
 def request_acceptance(run: Run) -> list[tuple[int, int]] | None:
     """(num_drafts, num_accepted_tokens) per request: from the tracer's steps, else from vLLM's per-request
     figures (`--per-request-spec-decode-metrics`); zeros for the baseline; None when unknown."""
-    if run.meta.traced or run.meta.speculative_config is None:
+    if run.meta.traced or run.meta.spec is None:
         return [(a.num_drafts, a.num_accepted_tokens) for a in (count_acceptance(r.steps) for r in run.requests)]
     if run.requests and all(r.spec_decode_metrics for r in run.requests):
         return [(r.spec_decode_metrics.num_spec_steps, r.spec_decode_metrics.num_accepted_draft_tokens)

@@ -62,7 +62,6 @@ from .acceptance_at_k import (
     mean_acceptance_length,
 )
 from .base import Frozen, SpecvizError
-from .config import SpecConfig
 from .metrics import counted_step_figures, summarize
 from .runfile import Run
 from .sweep import BASELINE, Sweep
@@ -193,11 +192,10 @@ def run_vs_formula(run: Run) -> RunVsFormula:
 
     Raises TextbookError for a run without drafts or with fewer than MIN_DRAFTED_STEPS drafted steps.
     """
-    K = run.meta.num_speculative_tokens or 0
-    if run.meta.speculative_config is None or K == 0:
+    spec = run.meta.spec
+    if spec is None:
         raise TextbookError("a run without speculative decoding has no acceptance to set beside the formula")
-    hist = histogram_of(run)
-    return histogram_vs_formula(hist, K, refusal=drafter_refusal(SpecConfig.from_recorded(run.meta.speculative_config)))
+    return histogram_vs_formula(histogram_of(run), spec.num_speculative_tokens, refusal=drafter_refusal(spec))
 
 
 def histogram_vs_formula(hist: list[int], K: int, refusal: str | None = None) -> RunVsFormula:

@@ -12,9 +12,10 @@ import streamlit as st
 from . import render, showcase
 from .charts import timeline
 from .charts.acceptance import acceptance_per_position
+from .config import describe_spec
 from .metrics import Summary, count_acceptance, request_acceptance_length, summarize
 from .platforms import pitfall_hints
-from .runfile import SAMPLE_RUNS_DIR, Request, Run, RunFileError, load_run
+from .runfile import SAMPLE_RUNS_DIR, Request, Run, RunFileError, draft_batches, load_run
 from .sweep import Sweep, SweepError, load_sweep
 from .sweep_table import sweep_table
 from .ui_untraced import untraced_request_view
@@ -23,12 +24,7 @@ from .untraced_steps import has_step_arrays
 
 def provenance(run: Run) -> str:
     m = run.meta
-    if m.method:
-        spec = f"{m.method} k={m.num_speculative_tokens}"
-    elif m.speculative_config:  # an attached server that did not say its method
-        spec = f"speculative decoding (method not reported) k={m.num_speculative_tokens}"
-    else:
-        spec = "no speculation (baseline)"
+    spec = describe_spec(m.spec)
     where = f" · server {m.server_url}" if m.server_url else ""
     if m.attention_backends:
         where += f" · attention {', '.join(m.attention_backends)}"
@@ -93,11 +89,13 @@ def run_notes(run: Run, s: Summary) -> None:
 
 def request_view(req: Request, caption: str, *, steps: slice | None = None, chart_key: str = "acc_per_pos",
                  container=st, timeline_key: str | None = None, method: str | None = None,
-                 marks: dict[int, str] | None = None) -> None:
+                 marks: dict[int, str] | None = None, batches: list[int | None] | None = None) -> None:
     """Legend, the output coloured by origin, acceptance per position, and the step rows.
 
     With `timeline_key`, the acceptance timeline is drawn above the step rows and its brush chooses
     the rows (overriding `steps`). `marks` outlines output tokens by index, with a hover text.
+    `batches` (per step, the batch its drafts were proposed at: step_batches) puts the batch beside each
+    row's k, for a run whose k follows the batch size.
     """
     if not req.steps and has_step_arrays(req):  # no tracer, but vLLM's per-step counts: the tracer-free view
         untraced_request_view(req, caption, container=container, chart_key=chart_key, timeline_key=timeline_key,
@@ -122,10 +120,19 @@ def request_view(req: Request, caption: str, *, steps: slice | None = None, char
     start = (steps.start or 0) if steps else 0
     if start < 0:
         start = max(len(req.steps) + start, 0)
-    container.markdown("**Verification steps**")
+    container.markdown("**Verification steps**" + (" (k: drafts per step; batch: the requests in the batch "
+                                                    "its drafts were proposed at, which sets k)" if batches else
+                                                    " (k: drafts per step)"))
     first_token = sum(len(s.committed_token_ids) for s in req.steps[:start])
-    container.markdown(render.CSS + render.steps_html(shown, start=start, marks=marks, first_token=first_token),
+    container.markdown(render.CSS + render.steps_html(shown, start=start, marks=marks, first_token=first_token,
+                                                      batches=batches[start:start + len(shown)] if batches else None),
                        unsafe_allow_html=True)
+
+
+def step_batches(run: Run, req: Request) -> list[int | None] | None:
+    """For a run whose k follows the batch size: per step of `req`, the batch its drafts were proposed at
+    (runfile.draft_batches); None for any other run, whose k does not depend on the batch."""
+    return draft_batches(run.requests)[req.request_id] if run.meta.scheduled else None
 
 
 def step_timeline(req: Request, key: str, container=st) -> tuple[int, int]:
@@ -218,11 +225,12 @@ def recorded_run_view(run: Run, *, on_request: Callable[[Request], dict[int, str
     marks = on_request(req) if on_request is not None else None
 
     n = len(req.steps)
+    batches = step_batches(run, req)
     if n > 0 and st.toggle("Step through (presenter mode)", key="step_through"):
-        step_through(req)
+        step_through(req, batches)
     else:
         request_view(req, caption, timeline_key=f"step_timeline_{req.request_id}", method=run.meta.method,
-                     marks=marks)
+                     marks=marks, batches=batches)
 
     if len(run.requests) > 1:
         st.subheader("Per request")
@@ -252,10 +260,11 @@ def presenting() -> bool:
     return bool(st.session_state.get("step_through"))
 
 
-def step_through(req: Request) -> None:
+def step_through(req: Request, batches: list[int | None] | None = None) -> None:
     """One step at a time, with previous/next buttons (and the arrow keys) and a slider, for a presenter.
 
     Opens, for each request, on its example step (showcase.example_step: drafts accepted and one rejected).
+    `batches` (step_batches) shows each step's batch beside its k, for a run whose k follows the batch size.
     """
     n = len(req.steps)
     if st.session_state.get("step_request") != req.request_id:
@@ -274,7 +283,9 @@ def step_through(req: Request) -> None:
     step = req.steps[at - 1]
     st.markdown(render.CSS, unsafe_allow_html=True)
     st.markdown(f"##### Step {at} of {n}: {render.step_summary(step)}")
-    st.markdown(f'<div style="font-size:1.6em">{render.step_html(step)}</div>', unsafe_allow_html=True)
+    batch = batches[at - 1] if batches else None
+    st.markdown(f'<div style="font-size:1.6em">{render.step_html(step, show_k=True, batch=batch)}</div>',
+                unsafe_allow_html=True)
     so_far = req.model_copy(update={"steps": req.steps[:at]})
     st.markdown("**Output so far**")
     st.markdown(render.output_html(so_far), unsafe_allow_html=True)

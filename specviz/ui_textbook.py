@@ -65,7 +65,7 @@ def _run_part(result: textbook.RunVsFormula, caption: str, key: str) -> None:
 
 def formula_expander(run: Run, key: str = "pg_textbook") -> None:
     """The compact version beside a recorded run: α, E(k) against the measurement, per position."""
-    if run.meta.speculative_config is None:
+    if run.meta.spec is None:
         return
     with st.expander("From the formula to this run (Leviathan et al. 2023's E(k) beside the measurement)"):
         try:
@@ -80,7 +80,7 @@ def formula_expander(run: Run, key: str = "pg_textbook") -> None:
 
 
 def _speculative_samples() -> list[tuple[str, Run]]:
-    return [(name, run) for name, run in ui_race.sample_entries() if run.meta.speculative_config is not None]
+    return [(name, run) for name, run in ui_race.sample_entries() if run.meta.spec is not None]
 
 
 def _sweep_comparison_table(result: textbook.SweepVsFormula) -> pd.DataFrame:

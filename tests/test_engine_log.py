@@ -114,6 +114,7 @@ class DyingServer:
 
     url = "http://127.0.0.1:9"
     model = "tiny"
+    spec = None  # no drafting
     trace = False
     trace_path = None
 
@@ -134,9 +135,6 @@ class DyingServer:
 
     def engine_error(self):
         return self.cause if self.dead else None
-
-    def speculative_config(self):
-        return None
 
     def tokenizer(self):
         return SimpleNamespace(decode=lambda ids: "".join(f"<{i}>" for i in ids))  # token texts of the untraced view
@@ -302,7 +300,7 @@ def test_a_sweep_cell_whose_engine_dies_stops_with_the_engines_error(dies_in, tm
 
     def fake_record(server, prompts, *, prompt_set, concurrency, max_tokens, **_):
         dead = prompt_set == dies_in or (dies_in == "measured" and prompt_set != "warm-up")
-        return make_run([], k=None, concurrency=concurrency, max_tokens=max_tokens, complete=not dead,
+        return make_run([], k=0, concurrency=concurrency, max_tokens=max_tokens, complete=not dead,
                         incomplete_reason=reason if dead else None,
                         engine_error="AssertionError: boom\n  (Worker process, a.py line 1, in f)" if dead else None)
 

@@ -3,6 +3,7 @@
 import pytest
 from conftest import make_run, make_step
 
+from specviz.config import SpecConfig
 from specviz.platforms import (
     DFLASH_ROCM_ATTN,
     EAGLE3_ROCM_LAYER0,
@@ -53,8 +54,8 @@ def _run(method: str, platform: str, accepted_per_step: list[int], concurrency: 
         out += sampled
     req = Request(request_id="r", prompt="p", output_token_ids=out, output_text="x", start_time_s=0.0,
                   finish_reason="length", steps=steps)
-    return make_run([req], k=3, method=method, platform=platform, concurrency=concurrency,
-                    speculative_config={"method": method, "num_speculative_tokens": 3, "model": "d"})
+    return make_run([req], k=3, platform=platform, concurrency=concurrency,
+                    spec=SpecConfig(method=method, num_speculative_tokens=3, model="d"))
 
 
 def test_eagle3_on_rocm_with_collapsed_first_position_gets_the_hint():

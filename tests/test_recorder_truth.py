@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
 
-from conftest import make_run, make_step
+from conftest import html_of, make_run, make_scheduled_run, make_step
 
 from specviz import render
 from specviz.__main__ import main
+from specviz.config import SpecConfig, describe_spec
 from specviz.metrics import count_acceptance, count_as_vllm, summarize
 from specviz.runfile import Request, SpecDecodeCounters, Step, load_run, save_run
+from specviz.serving.attached import spec_from_counters
 from specviz.serving.recording import build_run
 from specviz.serving.server import Provenance
 from specviz.serving.stream import StreamResult
@@ -51,9 +54,7 @@ def test_a_padded_step_renders_its_token_then_dotted_pad_chips():
 
 class _FakeServer:
     model, trace = "tiny", True
-
-    def speculative_config(self):
-        return {"method": "ngram", "num_speculative_tokens": 3}
+    spec = SpecConfig(method="ngram", num_speculative_tokens=3)
 
     def provenance(self):
         return Provenance(platform="cpu", device_name="test", vllm_version="0.32.0", async_scheduling=False)
@@ -77,6 +78,30 @@ def test_a_recording_that_breaks_an_invariant_is_kept_marked_invalid_and_check_f
     assert load_run(path) == run
     assert main(["check", str(path)]) == 1
     assert "INVALID run" in capsys.readouterr().err
+
+
+def test_a_run_records_the_servers_typed_spec_and_a_step_beyond_its_schedule_marks_it_invalid():
+    scheduled = SpecConfig.from_recorded({"method": "ngram", "num_speculative_tokens": 3,
+                                          "num_speculative_tokens_per_batch_size": [[1, 1, 3], [2, 8, 1]]})
+    server = _FakeServer()
+    server.spec = scheduled
+    results = [_result("run-0", [6, 1, 2, 3, 9]), _result("run-1", [7, 1, 9])]
+    fits = {"run-0": [make_step(1, [], [6]), make_step(2, [1, 2, 3], [1, 2, 3, 9])],  # proposed at batch 1 (step 1)
+            "run-1": [make_step(2, [], [7]), make_step(3, [1], [1, 9])]}                 # proposed at batch 2 (step 2)
+    run = build_run(server, results, fits, run_id="run", prompt_set="unit", concurrency=2, max_tokens=5, sampling={})
+    assert run.meta.invalid_reason is None and run.meta.spec == scheduled and run.meta.num_speculative_tokens == 3
+    beyond = fits | {"run-1": [make_step(2, [], [7]), make_step(3, [1, 2], [1, 9])]}  # 2 drafts where batch 2 allows 1
+    run = build_run(server, [results[0], _result("run-1", [7, 1, 9])], beyond, run_id="run", prompt_set="unit",
+                    concurrency=2, max_tokens=5, sampling={})
+    assert "request run-1 step 3 verified 2 drafts" in run.meta.invalid_reason
+
+
+def test_an_attached_servers_k_comes_from_its_counters_when_nobody_gave_its_config():
+    counters = SpecDecodeCounters(num_drafts=12, num_draft_tokens=36, num_accepted_tokens=22,
+                                  num_accepted_tokens_per_pos=[12, 7, 3])
+    spec = spec_from_counters(counters)
+    assert spec.to_vllm() == {"num_speculative_tokens": 3} and describe_spec(spec).startswith("speculative decoding")
+    assert spec_from_counters(None) is None
 
 
 def test_a_failed_request_is_kept_with_its_error_and_check_reports_it(tmp_path, capsys):
@@ -110,6 +135,21 @@ def _recorded_view_of(path: str) -> None:
     from specviz.runfile import load_run
 
     ui.recorded_run_view(load_run(path))
+
+
+def test_the_app_shows_a_scheduled_runs_k_and_batch_at_each_step(tmp_path):
+    from streamlit.testing.v1 import AppTest
+
+    path = save_run(make_scheduled_run(), tmp_path / "scheduled.json.gz")
+    at = AppTest.from_function(_recorded_view_of, args=(str(path),), default_timeout=60).run()
+    at.selectbox(key="request_id").set_value("r0").run()
+    assert not at.exception
+    assert any("ngram k by batch size (1: k=4 · 2-64: k=1)" in c.value for c in at.caption)
+    rows = re.findall(r'class="sv-stepk"[^>]*>([^<]*)<', html_of(at))
+    assert rows == ["k=0", "k=4 · batch 1", "k=4 · batch 1", "k=1 · batch 2", "k=1 · batch 2", "k=4 · batch 1"]
+    at.toggle(key="step_through").set_value(True).run()
+    at.slider(key="step_at").set_value(4).run()  # the presenter's one step: k=1 at batch 2
+    assert re.findall(r'class="sv-stepk"[^>]*>([^<]*)<', html_of(at)) == ["k=1 · batch 2"]
 
 
 def test_the_app_opens_an_invalid_run_with_its_violation_and_failed_requests_beside_it(tmp_path):

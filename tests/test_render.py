@@ -1,7 +1,9 @@
-from conftest import make_step
+import re
 
-from specviz.render import output_html, output_roles, pieces_html, step_html, step_roles, visible
-from specviz.runfile import Step
+from conftest import make_scheduled_run, make_step
+
+from specviz.render import output_html, output_roles, pieces_html, step_html, step_roles, steps_html, visible
+from specviz.runfile import Step, draft_batches
 
 
 def _texts(step: Step, drafts: list[str], sampled: list[str]) -> Step:
@@ -87,3 +89,16 @@ def test_a_marked_output_token_is_outlined_in_its_step_row_with_its_hover_text(w
     assert 'class="sv-chip sv-correction sv-diverge" title="the outputs part &lt;here&gt; (' in rows[1]
     # rows shown from the middle of the output keep the token numbering of the whole output
     assert "sv-diverge" in steps_html(steps[1:], start=1, marks={3: "x"}, first_token=1)
+
+
+def test_step_rows_show_each_steps_k_and_for_a_schedule_the_batch_it_was_proposed_at(weather_run):
+    run = make_scheduled_run()
+    req = run.requests[0]
+    html = steps_html(req.steps, batches=draft_batches(run.requests)["r0"])
+    assert re.findall(r'class="sv-stepk"[^>]*>([^<]*)<', html) == [
+        "k=0", "k=4 · batch 1", "k=4 · batch 1", "k=1 · batch 2", "k=1 · batch 2", "k=4 · batch 1"]
+    assert 'title="4 drafts proposed and verified in this step, proposed in the request&#x27;s previous step, ' \
+           'when 1 of the run&#x27;s requests were in the batch' in html
+    static = steps_html(weather_run.requests[0].steps)  # k does not follow the batch: no batch shown
+    assert re.findall(r'class="sv-stepk"[^>]*>([^<]*)<', static) == ["k=0", "k=4", "k=3"]
+    assert "sv-stepk" not in step_html(req.steps[1])  # the worked example's single step: chips only

@@ -2,10 +2,22 @@ import gzip
 import json
 
 import pytest
-from conftest import make_run, make_step
+from conftest import SCHEDULE, make_run, make_scheduled_run, make_step
 from pydantic import ValidationError
 
-from specviz.runfile import Request, RunFileError, Step, list_run_files, load_run, run_json_schema, save_run
+from specviz.config import SpecConfig
+from specviz.runfile import (
+    SAMPLE_RUNS_DIR,
+    Request,
+    RunFileError,
+    Step,
+    draft_batches,
+    list_run_files,
+    load_run,
+    most_drafts_from,
+    run_json_schema,
+    save_run,
+)
 
 
 def test_step_roles_of_the_worked_example(weather_run):
@@ -83,7 +95,7 @@ def test_truncated_corrupt_and_foreign_files_are_refused_with_the_reason(tmp_pat
         "foreign.json": (b'{"hello": "world"}', "not a specviz run file"),
         "list.json": (b"[1, 2]", "not a specviz run file"),
         "binary.bin": (bytes(range(256)), "not JSON"),
-        "future.json": (good.replace(b'"schema_version":3', b'"schema_version":99'), "schema_version 99"),
+        "future.json": (good.replace(b'"schema_version":4', b'"schema_version":99'), "schema_version 99"),
         "invalid.json": (good.replace(b'"num_accepted":2', b'"num_accepted":7'), "invalid run file at requests.0.steps.1"),
     }
     for name, (data, reason) in cases.items():
@@ -96,8 +108,9 @@ def test_truncated_corrupt_and_foreign_files_are_refused_with_the_reason(tmp_pat
 
 def test_json_schema_describes_the_run_file(weather_run):
     schema = run_json_schema()
-    assert schema["properties"]["schema_version"]["enum"] == [1, 2, 3]
-    assert set(schema["$defs"]) >= {"RunMeta", "Request", "Step", "SpecDecodeCounters"}
+    assert schema["properties"]["schema_version"]["const"] == 4
+    assert set(schema["$defs"]) >= {"RunMeta", "Request", "Step", "SpecDecodeCounters", "SpecConfig", "BatchSizeRange"}
+    assert {"speculative_config", "method", "num_speculative_tokens"}.isdisjoint(schema["$defs"]["RunMeta"]["properties"])
     assert schema["$defs"]["Step"]["additionalProperties"] is False
 
 
@@ -110,3 +123,72 @@ def test_list_run_files_leaves_out_other_json(tmp_path, weather_run):
     save_run(weather_run, tmp_path / "sweeps" / "s" / "runs" / "cell.json.gz")  # a sweep's, not listed
     assert [str(p.relative_to(tmp_path)) for p in list_run_files(tmp_path)] == [
         "a.json.gz", "b.json", "drafters/c.json.gz"]
+
+
+# ---- schema 4: the drafting is one typed spec -----------------------------------------------------
+
+def _raw(path):
+    """The file's JSON as written, before any reading of specviz's."""
+    data = path.read_bytes()
+    return json.loads(gzip.decompress(data) if path.suffix == ".gz" else data)
+
+
+@pytest.mark.parametrize("name", ["ngram-k3-edit-c1.json.gz", "baseline-edit-c1.json.gz"])
+def test_a_schema_3_file_reads_with_its_method_k_and_config_and_is_written_as_schema_4(tmp_path, name):
+    path = SAMPLE_RUNS_DIR / "showcase" / name
+    old = _raw(path)
+    assert old["schema_version"] == 3
+    meta = load_run(path).meta
+    assert meta.speculative_config == old["meta"]["speculative_config"]
+    assert meta.method == old["meta"]["method"]
+    assert meta.num_speculative_tokens == (old["meta"]["num_speculative_tokens"] or 0)  # the baseline: 0, not None
+    saved = _raw(save_run(load_run(path), tmp_path / name))
+    assert saved["schema_version"] == 4 and "speculative_config" not in saved["meta"]
+    assert saved["meta"]["spec"] == (None if meta.spec is None else {
+        "method": "ngram", "num_speculative_tokens": 3, "model": None,
+        "params": {"prompt_lookup_min": 2, "prompt_lookup_max": 4}, "schedule": None})
+    assert load_run(tmp_path / name) == load_run(path)
+
+
+def test_an_old_file_of_a_server_that_did_not_say_its_method_keeps_it_unsaid(weather_run):
+    doc = json.loads(weather_run.model_dump_json()) | {"schema_version": 3}
+    doc["meta"].pop("spec")
+    doc["meta"] |= {"speculative_config": {"num_speculative_tokens": 4}, "method": None, "num_speculative_tokens": 4}
+    meta = load_run(json.dumps(doc).encode()).meta
+    assert (meta.method, meta.num_speculative_tokens, meta.speculative_config) == (None, 4, {"num_speculative_tokens": 4})
+
+
+
+
+def test_a_scheduled_run_validates_with_k_following_the_batch_and_round_trips(tmp_path):
+    run = make_scheduled_run()
+    assert [s.num_drafts for s in run.requests[0].steps] == [0, 4, 4, 1, 1, 4]
+    assert draft_batches(run.requests) == {"r0": [None, 1, 1, 2, 2, 1], "r1": [None, 2]}
+    assert run.meta.scheduled and run.meta.num_speculative_tokens == 4
+    assert run.meta.speculative_config["num_speculative_tokens_per_batch_size"] == [[1, 1, 4], [2, 64, 1]]
+    path = save_run(run, tmp_path / "scheduled.json")
+    assert _raw(path)["meta"]["spec"]["schedule"] == [{"first": 1, "last": 1, "k": 4},
+                                                           {"first": 2, "last": 64, "k": 1}]
+    assert load_run(path) == run
+
+
+def test_a_groups_servers_number_their_own_engine_steps_and_are_not_counted_as_one_batch():
+    run = make_scheduled_run()
+    elsewhere = run.requests[1].model_copy(update={"steps": [s.model_copy(update={"time_s": s.time_s + 0.5})
+                                                             for s in run.requests[1].steps]})
+    assert draft_batches([run.requests[0], elsewhere]) == {"r0": [None, 1, 1, 1, 1, 1], "r1": [None, 1]}
+
+
+def test_a_step_drafting_more_than_the_schedule_allows_at_its_batch_is_refused():
+    with pytest.raises(ValidationError, match=r"request r1 step 4 verified 4 drafts, proposed in engine step 3 with 2 "
+                                              r"of the run's requests in the batch, where the schedule \(ngram k by "
+                                              r"batch size \(1: k=4 · 2-64: k=1\)\) drafts at most 1"):
+        make_scheduled_run(r1_drafts_at_step_4=4)
+
+
+def test_most_drafts_from_a_batch_takes_the_largest_k_at_that_batch_or_above():
+    assert [most_drafts_from(SCHEDULE, b) for b in (1, 2, 3, 100)] == [4, 1, 1, 1]
+    rising = SpecConfig.from_recorded({"method": "ngram", "num_speculative_tokens": 4,
+                                       "num_speculative_tokens_per_batch_size": [[1, 1, 1], [2, 8, 4], [9, 64, 0]]})
+    assert [most_drafts_from(rising, b) for b in (1, 2, 9)] == [4, 4, 0]  # batch 1 seen may be 2 in vLLM
+    assert most_drafts_from(SCHEDULE.with_k(3), 7) == 3  # no schedule: k

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from specviz.runfile import Request, RequestSpecDecodeMetrics, StreamChunk
@@ -246,6 +248,8 @@ def test_the_step_rows_show_committed_tokens_by_role_and_rejected_drafts_as_a_te
     assert html.count("rejected — their text needs the tracer") == 2  # 1 of step 2 and 3 of step 4
     assert "1 draft rejected — their text needs the tracer" in html
     assert "3 drafts rejected — their text needs the tracer" in html
+    assert re.findall(r'class="sv-stepk">([^<]*)<', html) == [f"k={s.num_drafts}" for s in placed.steps]
+    assert re.findall(r'class="sv-stepk">([^<]*)<', html)[1] == "k=3"  # each row says its drafts
     assert render.untraced_step_summary(placed.steps[1]) == "3 drafts, 2 accepted, 1 rejected: 3 tokens for one target pass"
 
 

@@ -26,7 +26,7 @@ from urllib.parse import urlparse
 import httpx
 
 from ..base import SpecvizError
-from ..config import SpecConfig
+from ..config import UNREPORTED_METHOD, SpecConfig
 from ..runfile import Run, SpecDecodeCounters
 from ..untraced_steps import has_step_arrays
 from .counters import parse_spec_counters
@@ -59,7 +59,7 @@ class AttachedServer:
     vllm_version: str
     max_model_len: int | None
     counters: SpecDecodeCounters | None  # at attach time; None when the server does not speculate
-    spec: SpecConfig | None = None  # as the user says the server was started; None if not given
+    spec: SpecConfig | None = None  # what it drafts (attach: the user's config, else spec_from_counters); None: none
     trace_path: Path | None = None  # the tracer's SPECVIZ_TRACE_FILE, when this machine can read it
     notes: list[str] = field(default_factory=list)
 
@@ -73,12 +73,8 @@ class AttachedServer:
 
     @property
     def num_speculative_tokens(self) -> int | None:
-        """k, from the user's config or from the length of vLLM's per-position counter vector."""
-        if self.spec is not None:
-            return self.spec.num_speculative_tokens
-        if self.counters is not None and self.counters.num_accepted_tokens_per_pos:
-            return len(self.counters.num_accepted_tokens_per_pos)
-        return None
+        """k, from the user's config or from the length of vLLM's per-position counter vector; None if unknown."""
+        return self.spec.num_speculative_tokens if self.spec else None
 
     def alive(self) -> bool:
         try:
@@ -103,13 +99,6 @@ class AttachedServer:
 
     def members(self) -> list[AttachedServer]:
         return [self]
-
-    def speculative_config(self) -> dict | None:
-        """For the run's meta: the user's config, else what /metrics shows (k only), else None (baseline)."""
-        if self.spec is not None:
-            return self.spec.to_vllm()
-        k = self.num_speculative_tokens
-        return {"num_speculative_tokens": k} if k else None
 
     def views(self, run: Run | None = None) -> list[View]:
         """What specviz can show for this server; `run` (one recorded from it) tells whether vLLM
@@ -180,17 +169,30 @@ def attach(url: str, *, spec: SpecConfig | None = None, trace_file: str | Path |
         raise AttachError(f"{url}/v1/models lists no model")
     first = models[0]
     counters = parse_spec_counters(metrics.text) if metrics.status_code == 200 else None
-    server = AttachedServer(
-        url=url, model=first["id"], model_root=first.get("root") or first["id"],
-        vllm_version=version.json().get("version", "unknown") if version.status_code == 200 else "unknown",
-        max_model_len=first.get("max_model_len"), counters=counters, spec=spec, trace_path=trace_path,
-    )
     if spec is not None and counters is None:
         raise AttachError(f"you gave a speculative config, but {url}/metrics has no spec-decode counters: the "
                           "server runs without speculative decoding")
+    server = AttachedServer(
+        url=url, model=first["id"], model_root=first.get("root") or first["id"],
+        vllm_version=version.json().get("version", "unknown") if version.status_code == 200 else "unknown",
+        max_model_len=first.get("max_model_len"), counters=counters, spec=spec or spec_from_counters(counters),
+        trace_path=trace_path,
+    )
     if trace_path is not None and server.num_speculative_tokens is None and counters is not None:
         raise AttachError("give the server's speculative config (--spec) to read its trace")
     return server
+
+
+def spec_from_counters(counters: SpecDecodeCounters | None) -> SpecConfig | None:
+    """What /metrics says of a server's drafting when nobody gave its config: k is the length of vLLM's
+    per-position accepted counter (positions 0..k-1), the method is not reported. None when the server
+    does not speculate, or its counters do not show k.
+
+        num_accepted_tokens_per_pos [12, 7, 3] -> SpecConfig(method=UNREPORTED_METHOD, num_speculative_tokens=3)
+    """
+    if counters is None or not counters.num_accepted_tokens_per_pos:
+        return None
+    return SpecConfig(method=UNREPORTED_METHOD, num_speculative_tokens=len(counters.num_accepted_tokens_per_pos))
 
 
 class ServerTokenizer:
@@ -259,9 +261,6 @@ class ServerGroup:
 
     def tokenizer(self):
         return self.servers[0].tokenizer()
-
-    def speculative_config(self) -> dict | None:
-        return self.servers[0].speculative_config()
 
     def alive(self) -> bool:
         return all(s.alive() for s in self.servers)

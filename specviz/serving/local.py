@@ -156,9 +156,6 @@ class LocalServer:
     def members(self) -> list[LocalServer]:
         return [self]
 
-    def speculative_config(self) -> dict | None:
-        return self.spec.to_vllm() if self.spec else None
-
     def provenance(self) -> Provenance:
         platform_name, device = local_device()
         # A traced server runs with --no-async-scheduling; the CPU platform forces it off anyway.

@@ -122,7 +122,7 @@ def record(
                                       "sent; nothing was recorded. "
                                       + (f"Its error:\n{cause}" if cause else f"The request's error: {res.error}"))
         warmup_records = [rec for reader in readers for rec in reader.read_new()]
-        if server.speculative_config() and (why := placeholder_only_reason(warmup_records)):
+        if server.spec is not None and (why := placeholder_only_reason(warmup_records)):
             raise EngineError(f"cannot trace this server: {why}")
         before = _try(lambda: sum_counters([scrape_spec_counters(m.url) for m in members]))
 
@@ -154,7 +154,7 @@ def record(
     if gone.is_set() or not server.alive():
         reason = died_reason(first_error=errors[0] if errors else None, engine_error=engine_error,
                              num_not_sent=len(texts) - len(results), log_tail=server.log_tail(15))
-    invalid = placeholder_only_reason(records) if server.speculative_config() else None
+    invalid = placeholder_only_reason(records) if server.spec is not None else None
     decode = token_decoder(tokenizer)
     try:
         steps = steps_by_request(records, request_ids, decode) if readers else {}
@@ -197,7 +197,6 @@ def build_run(
             spec_decode_metrics=_spec_decode_metrics(res.spec_decode_metrics),
             top_logprobs=res.top_logprobs,
         ))
-    spec_config = server.speculative_config()
     where = server.provenance()
     meta = RunMeta(
         run_id=run_id,
@@ -212,9 +211,7 @@ def build_run(
         attention_backends=where.attention_backends,
         dtype=where.dtype,
         target_model=server.model,
-        speculative_config=spec_config,
-        method=spec_config.get("method") if spec_config else None,
-        num_speculative_tokens=spec_config["num_speculative_tokens"] if spec_config else None,
+        spec=server.spec,
         sampling=sampling,
         prompt_set=prompt_set,
         concurrency=concurrency,

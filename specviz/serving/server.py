@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from ..base import SpecvizError
+from ..config import SpecConfig
 from ..platforms import detect_platform
 
 
@@ -34,6 +35,7 @@ class Server(Protocol):
 
     url: str
     model: str  # the name requests are sent with (a folder for a local server, the served name otherwise)
+    spec: SpecConfig | None  # the drafting it serves, as a run records it (None: no drafting)
 
     @property
     def trace(self) -> bool: ...  # True when this machine can read the server's tracer records
@@ -49,8 +51,6 @@ class Server(Protocol):
     def provenance(self) -> Provenance: ...
 
     def tokenizer(self): ...
-
-    def speculative_config(self) -> dict | None: ...
 
 
 @cache
