@@ -358,6 +358,7 @@ def run_live_race(engine: SharedEngine, model: str, spec, prompt: str, *, max_to
             if req.error:
                 status.update(label="Generation failed", state="error")
                 st.error(req.error)
+                ui.engine_failure(runs[name])  # the engine's own error, when it died, not only vLLM's generic one
                 return None
             status.update(label=f"{configs[name].describe()}: {len(req.output_token_ids)} tokens", state="complete")
     return runs["baseline"], runs["speculative"]
