@@ -8,7 +8,13 @@ serves by default; async scheduling left to the platform, which turns it off on 
 - zero: ngram k=3 (lookup 2-4) with the all-zero schedule [[1, 1024, 0]] against no speculative
   config at all. Both draft nothing, so any difference is what the schedule machinery costs
   (vLLM #49548 reports 6.6% time per output token at concurrency 2). vLLM accepts the all-zero
-  schedule; the script checks that that arm's counters show no draft token.
+  schedule; the script checks that that arm's counters show no draft token. What k=0 still runs:
+  vLLM's model runner calls the drafter every step whatever k the schedule picked (the ngram
+  proposer returns early per request; EAGLE and draft models still run their first forward pass
+  to keep their KV cache in sync, vllm/v1/spec_decode/llm_base_proposer.py). On x86 CPUs vLLM also
+  warns that any speculative config without Intel OpenMP in LD_PRELOAD "will cause significant
+  performance loss" (vllm/v1/worker/cpu_worker.py): a CPU figure includes that; set LD_PRELOAD
+  (the venv ships lib/libiomp5.so) for both arms to take it out.
 - boundary: the same prompts under a schedule whose boundary the batch crosses as requests finish,
   [[1, c//2, 3], [c//2 + 1, 1024, 1]] at concurrency c (c=4: [[1, 2, 3], [3, 1024, 1]]), against
   static k=1 and static k=3. How much of the run drafted 3 shows in its draft tokens per draft.
