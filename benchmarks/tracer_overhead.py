@@ -47,11 +47,12 @@ def paired_ratio_interval(traced: list[list[float]], stock: list[list[float]], l
     return float(t.sum() / s.sum()), float(low), float(high)
 
 
-def alternate_rounds(names: tuple[str, str], rounds: int, measure: Callable[[str], list[float]],
+def alternate_rounds(names: tuple[str, ...], rounds: int, measure: Callable[[str], list[float]],
                      unit: str = "tokens/s") -> dict[str, list[list[float]]]:
-    """Measure two arms `rounds` times each, in alternating order (a b, b a, a b, ...), printing each result.
+    """Measure the arms `rounds` times each, in alternating order (a b, b a, a b, ...; with three arms
+    a b c, c b a, ...), printing each result.
 
-    Drift on a noisy machine then hits both arms alike; the result feeds paired_ratio_interval.
+    Linear drift on a noisy machine then hits every arm alike; the result feeds paired_ratio_interval.
     """
     out: dict[str, list[list[float]]] = {name: [] for name in names}
     for i in range(rounds):
@@ -67,18 +68,23 @@ def print_arms(rounds: dict[str, list[list[float]]], labels: dict[str, str], uni
         print(f"{label}: {statistics.mean(values):.1f} {unit} (sd {statistics.stdev(values):.1f}, n={len(values)})")
 
 
-def report(rounds: dict[str, list[list[float]]], labels: dict[str, str], setting: str, args, note: str = "") -> None:
-    """Provenance, each arm's mean, and the ratio first arm / second arm of `labels` with its interval.
+def report(rounds: dict[str, list[list[float]]], labels: dict[str, str], setting: str, args, note: str = "", *,
+           target: str = "SmolLM2-135M bf16", drafting: str = "ngram k=3 (lookup 2-4)",
+           ratios: list[tuple[str, str]] | None = None) -> None:
+    """Provenance, each arm's mean, and the ratio first arm / second arm of `labels` with its interval
+    (or each (numerator, denominator) pair of arms in `ratios`).
 
-    `setting` says what differs from the common set-up, e.g. "async scheduling off"."""
+    `setting` says what differs from the common set-up, e.g. "async scheduling off"; `target` is the
+    model and its dtype, `drafting` the speculative config(s) the arms run."""
     platform_name, device = local_device()
-    print(f"\nSmolLM2-135M bf16, ngram k=3 (lookup 2-4), {setting}, prompt set 'code' cycled to {args.num_requests} "
+    print(f"\n{target}, {drafting}, {setting}, prompt set 'code' cycled to {args.num_requests} "
           f"requests, {args.max_tokens} output tokens, concurrency {args.concurrency}, "
           f"{platform_name} ({device}), vLLM {vllm_version()}")
     print_arms(rounds, labels)
-    first, second = labels
-    ratio, low, high = paired_ratio_interval(rounds[first], rounds[second])
-    print(f"ratio {first} / {second}: {ratio:.3f}, 90% interval {low:.3f}-{high:.3f} over {args.rounds} rounds{note}")
+    for first, second in ratios or [tuple(labels)[:2]]:
+        ratio, low, high = paired_ratio_interval(rounds[first], rounds[second])
+        print(f"ratio {first} / {second}: {ratio:.3f}, 90% interval {low:.3f}-{high:.3f} over {args.rounds} rounds"
+              f"{note}")
 
 
 def measured_runs(server: LocalServer, prompts: list[str], args, tokenizer) -> list[Run]:
@@ -91,17 +97,24 @@ def measured_runs(server: LocalServer, prompts: list[str], args, tokenizer) -> l
                        tokenizer=tokenizer, warmup=False) for _ in range(args.runs_per_start)]
 
 
-def ab_setup(doc: str, rounds: int) -> tuple[argparse.Namespace, list[str], object]:
-    """The command line of a two-server benchmark, its prompts (builtin:code cycled) and the demo model's tokenizer."""
+def ab_setup(doc: str, rounds: int, add_arguments: Callable[[argparse.ArgumentParser], None] | None = None,
+             argv: list[str] | None = None) -> tuple[argparse.Namespace, list[str], object]:
+    """The command line of a two-server benchmark, its prompts (builtin:code cycled) and the target's tokenizer.
+
+    `add_arguments` adds the benchmark's own options; if it adds `--model`, the tokenizer is that
+    model's (else the demo model's)."""
     p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=rounds)
     p.add_argument("--runs-per-start", type=int, default=3)
     p.add_argument("--concurrency", type=int, default=4)
     p.add_argument("--num-requests", type=int, default=16)
     p.add_argument("--max-tokens", type=int, default=64)
-    args = p.parse_args()
+    if add_arguments is not None:
+        add_arguments(p)
+    args = p.parse_args(argv)
     _, base = load_prompts("builtin:code")
-    return args, (base * args.num_requests)[: args.num_requests], load_tokenizer(str(ensure_demo_model()))
+    model = getattr(args, "model", None) or str(ensure_demo_model())
+    return args, (base * args.num_requests)[: args.num_requests], load_tokenizer(model)
 
 
 def measure(trace: bool, prompts: list[str], args, tokenizer) -> list[float]:

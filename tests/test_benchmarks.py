@@ -1,4 +1,5 @@
-"""benchmarks/drafter_acceptance.py --rescore: summary.json again from saved runs, no server."""
+"""The benchmarks without a server (drafter_acceptance --rescore, the shared report, schedule_cost's arms), and
+schedule_cost.py end to end on a tiny random model (live)."""
 import importlib.util
 import json
 from pathlib import Path
@@ -50,3 +51,78 @@ def test_tracer_overhead_interval_resamples_whole_rounds():
     assert low == pytest.approx(95 / 99) and high == pytest.approx(98 / 100)  # the rounds alone, at the ends
     same = module.paired_ratio_interval([[90.0]] * 4, [[100.0]] * 4)
     assert same == pytest.approx((0.9, 0.9, 0.9))  # identical rounds: a zero-width interval
+
+
+def _schedule_cost(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARK.parent))  # it imports tracer_overhead as the scripts do
+    spec = importlib.util.spec_from_file_location("schedule_cost", BENCHMARK.parent / "schedule_cost.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_schedule_cost_arms_cross_the_boundary_at_half_the_concurrency(monkeypatch):
+    module = _schedule_cost(monkeypatch)
+    assert module.boundary_schedule(4) == [[1, 2, 3], [3, 1024, 1]]
+    assert module.boundary_schedule(5) == [[1, 2, 3], [3, 1024, 1]]
+    with pytest.raises(SystemExit, match="concurrency 2 or more"):
+        module.boundary_schedule(1)
+    zero = module.arms("zero", 4)
+    assert list(zero) == ["all-zero", "none"] and zero["none"] is None
+    assert zero["all-zero"].num_speculative_tokens == 3
+    assert {zero["all-zero"].k_at(b) for b in (1, 2, 4, 1024, 5000)} == {0}  # drafts nothing at any batch size
+    boundary = module.arms("boundary", 4)
+    assert [boundary["schedule"].k_at(b) for b in (1, 2, 3, 4)] == [3, 3, 1, 1]
+    assert (boundary["k=1"].k, boundary["k=3"].k) == (1, 3) and boundary["k=1"].schedule is None
+
+
+@pytest.mark.live
+def test_schedule_cost_runs_end_to_end_on_a_tiny_model(tmp_path):
+    """benchmarks/schedule_cost.py, both parts, one round of two runs per server, on a tiny random Llama."""
+    import os
+    import subprocess
+    import sys
+
+    from specviz.demo_model import ensure_demo_model
+    from specviz.testing.tiny_models import build_tiny_llama
+
+    target = build_tiny_llama(tmp_path / "target", num_hidden_layers=2, tokenizer_from=ensure_demo_model())
+    root = BENCHMARK.parent.parent
+    env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARK.parent / "schedule_cost.py"), "--model", str(target), "--dtype", "float32",
+         "--rounds", "1", "--runs-per-start", "2", "--num-requests", "6", "--max-tokens", "16", "--concurrency", "4"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = proc.stdout
+    assert "target float32, ngram k=3 (lookup 2-4) with an all-zero schedule vs no speculative config, untraced" in out
+    assert "concurrency 4, cpu" in out and "vLLM 0." in out  # provenance
+    for ratio in ("ratio all-zero / none: ", "ratio schedule / k=1: ", "ratio schedule / k=3: ",
+                  "time per output token all-zero / none: ", "time per output token schedule / k=3: "):
+        assert ratio in out, out
+    assert "all-zero  drafted 0 tokens in 0 drafts (no draft); vLLM's counters, 2 of 2 runs" in out
+    assert "k=3       drafted " in out and "k=3       drafted 0 " not in out  # the static arm drafts
+
+
+def test_shared_report_prints_each_requested_ratio_and_by_default_the_first_two_arms(monkeypatch, capsys):
+    from types import SimpleNamespace
+
+    monkeypatch.syspath_prepend(str(BENCHMARK.parent))  # the scripts import it as a top-level module
+    import tracer_overhead
+
+    monkeypatch.setattr(tracer_overhead, "local_device", lambda: ("cpu", "test cpu"))
+    monkeypatch.setattr(tracer_overhead, "vllm_version", lambda: "0.32.0")
+    args = SimpleNamespace(num_requests=8, max_tokens=64, concurrency=4, rounds=2)
+    rounds = {"a": [[90.0], [90.0]], "b": [[100.0], [100.0]], "c": [[45.0], [45.0]]}
+    labels = {"a": "arm a", "b": "arm b", "c": "arm c"}
+    tracer_overhead.report(rounds, labels, "untraced", args, target="tiny float32", drafting="ngram",
+                           ratios=[("a", "b"), ("a", "c")])
+    out = capsys.readouterr().out
+    assert "tiny float32, ngram, untraced, prompt set 'code' cycled to 8 requests, 64 output tokens, " \
+           "concurrency 4, cpu (test cpu), vLLM 0.32.0" in out
+    assert "ratio a / b: 0.900, 90% interval 0.900-0.900 over 2 rounds" in out
+    assert "ratio a / c: 2.000, 90% interval 2.000-2.000 over 2 rounds" in out
+    tracer_overhead.report(rounds, labels, "untraced", args)
+    out = capsys.readouterr().out
+    assert "SmolLM2-135M bf16, ngram k=3 (lookup 2-4), untraced" in out  # the two-server benchmarks' default
+    assert "ratio a / b: 0.900" in out and "ratio a / c" not in out

@@ -1,0 +1,139 @@
+"""What a per-batch-size schedule (num_speculative_tokens_per_batch_size) costs by itself, measured side by side.
+
+    .venv/bin/python benchmarks/schedule_cost.py [--parts zero boundary] [--rounds 3] [--concurrency 4]
+
+Two measurements, each one server per arm (the demo model, untraced: vLLM's stock scheduler, as it
+serves by default; async scheduling left to the platform, which turns it off on CPU):
+
+- zero: ngram k=3 (lookup 2-4) with the all-zero schedule [[1, 1024, 0]] against no speculative
+  config at all. Both draft nothing, so any difference is what the schedule machinery costs
+  (vLLM #49548 reports 6.6% time per output token at concurrency 2). vLLM accepts the all-zero
+  schedule; the script checks that that arm's counters show no draft token. What k=0 still runs:
+  vLLM's model runner calls the drafter every step whatever k the schedule picked (the ngram
+  proposer returns early per request; EAGLE and draft models still run their first forward pass
+  to keep their KV cache in sync, vllm/v1/spec_decode/llm_base_proposer.py). On x86 CPUs vLLM also
+  warns that any speculative config without Intel OpenMP in LD_PRELOAD "will cause significant
+  performance loss" (vllm/v1/worker/cpu_worker.py): a CPU figure includes that; set LD_PRELOAD
+  (the venv ships lib/libiomp5.so) for both arms to take it out.
+- boundary: the same prompts under a schedule whose boundary the batch crosses as requests finish,
+  [[1, c//2, 3], [c//2 + 1, 1024, 1]] at concurrency c (c=4: [[1, 2, 3], [3, 1024, 1]]), against
+  static k=1 and static k=3. How much of the run drafted 3 shows in its draft tokens per draft.
+
+The arms of a part take turns (one engine at a time), `--rounds` times each in alternating order
+(a b, b a, ...; a b c, c b a, ...), several measured runs per start; ratios are bootstrap intervals
+over rounds (tracer_overhead.paired_ratio_interval), for output tokens/s (the shared report) and
+for the mean time per output token.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+from tracer_overhead import SPEC, ab_setup, alternate_rounds, measured_runs, paired_ratio_interval, print_arms, report
+
+from specviz.config import SCHEDULE_FIELD, SpecConfig, describe_spec
+from specviz.demo_model import default_dtype, ensure_demo_model
+from specviz.metrics import output_tokens_per_s, time_per_output_token_s
+from specviz.runfile import Run
+from specviz.serving.local import LocalServer
+
+LARGEST_BATCH = 1024  # the last range's end: above vLLM's max_num_seqs, which caps the lookup anyway
+PARTS = ("zero", "boundary")
+
+
+def boundary_schedule(concurrency: int, low_k: int = 1, high_k: int = 3) -> list[list[int]]:
+    """k=high_k up to half the concurrency, low_k above: [[1, 2, 3], [3, 1024, 1]] at concurrency 4.
+
+    The batch sits above the boundary while the queue keeps it full and drops below it as the
+    last requests finish (unless they all finish in one step), so a run switches k mid-run.
+    """
+    if concurrency < 2:
+        raise SystemExit("the boundary part needs --concurrency 2 or more: a batch of 1 never crosses a range")
+    half = concurrency // 2
+    return [[1, half, high_k], [half + 1, LARGEST_BATCH, low_k]]
+
+
+def arms(part: str, concurrency: int) -> dict[str, SpecConfig | None]:
+    """The arms of a part, in the order they alternate; the first is the ratios' numerator."""
+    static = SpecConfig.from_dict(SPEC)  # ngram k=3, lookup 2-4
+    if part == "zero":
+        return {"all-zero": SpecConfig.from_dict(SPEC | {SCHEDULE_FIELD: [[1, LARGEST_BATCH, 0]]}), "none": None}
+    return {"schedule": SpecConfig.from_dict(SPEC | {SCHEDULE_FIELD: boundary_schedule(concurrency)}),
+            "k=1": static.with_k(1), "k=3": static}
+
+
+def check_complete(name: str, runs: list[Run]) -> None:
+    failed = [r.error for run in runs for r in run.requests if r.error] + [
+        run.meta.incomplete_reason for run in runs if not run.meta.complete]
+    if failed:
+        raise SystemExit(f"arm {name}: {len(failed)} failed request(s) or run(s), first: {failed[0]}")
+
+
+def measure_part(part: str, model: str, dtype: str, prompts: list[str], args, tokenizer) -> None:
+    specs = arms(part, args.concurrency)
+    tpot: dict[str, list[list[float]]] = {name: [] for name in specs}  # ms per output token, mean per run
+    drafted: dict[str, list[int]] = {name: [0, 0, 0, 0] for name in specs}  # drafts, tokens, accepted, runs counted
+    outputs: dict[str, list[list[int]]] = {name: [] for name in specs}
+    dtypes: set[str] = set()  # as the engine logged it
+
+    def measure(name: str) -> list[float]:
+        server = LocalServer(model=model, spec=specs[name], dtype=dtype, trace=False)
+        runs = measured_runs(server, prompts, args, tokenizer)
+        check_complete(name, runs)
+        tpot[name].append([1000 * statistics.mean(t for r in run.requests if (t := time_per_output_token_s(r)))
+                           for run in runs])
+        for run in runs:
+            c = run.meta.vllm_counters
+            if c is not None:
+                for i, n in enumerate((c.num_drafts, c.num_draft_tokens, c.num_accepted_tokens, 1)):
+                    drafted[name][i] += n
+            outputs[name] += [r.output_token_ids for r in run.requests]
+            dtypes.add(run.meta.dtype or dtype)
+        if specs[name] is not None and specs[name].k_at(1) == specs[name].k_at(LARGEST_BATCH) == 0 and drafted[name][1]:
+            raise SystemExit(f"arm {name} ({describe_spec(specs[name])}) drafted {drafted[name][1]} tokens "
+                             "(vLLM's counters): vLLM did not apply the schedule")
+        return [output_tokens_per_s(run) for run in runs]
+
+    tput = alternate_rounds(tuple(specs), args.rounds, measure)
+    names = list(specs)
+    ratios = [(names[0], other) for other in names[1:]]
+    labels = {name: f"{name:<9} {describe_spec(spec):<48}" for name, spec in specs.items()}
+    target = f"{Path(model).name} {', '.join(sorted(dtypes))}"
+    drafting = ("ngram k=3 (lookup 2-4) with an all-zero schedule vs no speculative config" if part == "zero" else
+                "ngram (lookup 2-4) with a schedule vs static k=1 and k=3")
+    report(tput, labels, "untraced", args, target=target, drafting=drafting, ratios=ratios)
+    print_arms(tpot, labels, unit="ms per output token")
+    for first, second in ratios:
+        ratio, low, high = paired_ratio_interval(tpot[first], tpot[second])
+        print(f"time per output token {first} / {second}: {ratio:.3f}, 90% interval {low:.3f}-{high:.3f}")
+    runs = args.rounds * args.runs_per_start
+    for name, (drafts, tokens, accepted, counted) in drafted.items():
+        if specs[name] is not None:
+            per_draft = (f"{tokens / drafts:.2f} per draft, mean acceptance length {1 + accepted / drafts:.2f}"
+                         if drafts else "no draft")
+            print(f"{name:<9} drafted {tokens} tokens in {drafts} drafts ({per_draft}); vLLM's counters, "
+                  f"{counted} of {runs} runs")
+    first = outputs[names[0]]
+    for name in names[1:]:
+        same = sum(a == b for a, b in zip(first, outputs[name]))
+        print(f"outputs of {name} identical to {names[0]}'s: {same} of {len(first)} requests")
+
+
+def main(argv: list[str] | None = None) -> None:
+    def options(p) -> None:
+        p.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
+        p.add_argument("--model", default=None, help="target model folder (default: the demo model)")
+        p.add_argument("--dtype", default=None, help="default: float32 for the demo model, else vLLM's 'auto'")
+
+    args, prompts, tokenizer = ab_setup(__doc__, rounds=3, add_arguments=options, argv=argv)
+    model = args.model or str(ensure_demo_model())
+    dtype = args.dtype or default_dtype(model)
+    for part in args.parts:
+        print(f"\n== {part}: " + " / ".join(f"{n} = {describe_spec(s)}" for n, s in arms(part, args.concurrency).items()),
+              flush=True)
+        measure_part(part, model, dtype, prompts, args, tokenizer)
+
+
+if __name__ == "__main__":
+    main()
