@@ -93,7 +93,9 @@ else:
                    f"line was measured by the confirmation ({sweep_charts.recorded_on(confirmation.cells)}): read a "
                    "gap between them against the spreads in the table.")
     st.markdown(f"**Export:** {describe_spec(result.exported)}. Batch sizes between two measured concurrencies "
-                "take the k of the next one up; vLLM keeps the last k for every larger batch.")
+                "take the k of the next one up; vLLM keeps the last k for every larger batch. One k everywhere is "
+                "exported as a static config and k = 0 everywhere as none: a schedule's k = 0 entries are not free "
+                "(`benchmarks/schedule_cost.py`, docs/schedule-cost.md).")
     st.code(serve_command(sweep.grid.target_model, result.exported), language="bash", wrap_lines=True)
     st.code(python_config(sweep.grid.target_model, result.exported), language="python")
     if result.exported is not None and result.exported.schedule and result.schedule_measured_in is None:
