@@ -29,8 +29,9 @@ drawn beside the prediction to show how far it is from what was measured.
    is bound by reading the weights, not by the batch): the recorded chat sweep takes 37-39 ms per
    baseline pass at c = 1, 2 and 4 and 54 ms at c = 8. It is chosen, in steps of half a request,
    as the one whose fit leaves the least squared relative error, and stays 0 (a plain line in c)
-   unless the sweep has three or more concurrencies and the knee fits better. On the recorded
-   sweeps it came out at 3 and 3.5 requests and took the median prediction error from 5.9% to 4.0%
+   unless the sweep has three or more concurrencies and the knee fits better. On the chat and
+   (bfloat16) code sweeps recorded on 2026-12-03 it came out at 3 and 3.5 requests and took the
+   median prediction error from 5.9% to 4.0%; the float32 code sweep of 2026-12-05 fits best at 0
    (benchmarks/tuning_accuracy.py). Worked: base 20 ms, 10 ms per request, knee 0, 5 ms per drafted
    token -> at c=4, k=1, f=1: Dr = 4, t = 20 + 40 + 20 = 80 ms; with knee 2 instead, 20 + 20 + 20 = 60 ms.
 4. Throughput: c requests each committing L(k) tokens per pass of t(c, k) seconds:
