@@ -228,6 +228,45 @@ class SpecConfig(Frozen):
                                   f"{limit.why}. Change: {limit.change}.")
 
 
+class DraftingFacts:
+    """What a record with a `spec: SpecConfig | None` field says about its drafting (RunMeta, SweepCell): the
+    spec is the one home; method, k and vLLM's dict are read from it, and older files' three copies of the same
+    fact are read into it (from_recorded_fields)."""
+
+    spec: SpecConfig | None
+
+    @property
+    def method(self) -> str | None:
+        """The drafting method; None for no drafting, and for a server that drafts without saying how."""
+        return self.spec.method if self.spec and self.spec.method != UNREPORTED_METHOD else None
+
+    @property
+    def num_speculative_tokens(self) -> int:
+        """k; 0 for no drafting (the baseline), the largest k for a schedule."""
+        return self.spec.num_speculative_tokens if self.spec else 0
+
+    @property
+    def speculative_config(self) -> dict | None:
+        """As vLLM takes it; None for no drafting."""
+        return self.spec.to_vllm() if self.spec else None
+
+    @property
+    def scheduled(self) -> bool:
+        """k follows the batch size (vLLM's num_speculative_tokens_per_batch_size)."""
+        return bool(self.spec and self.spec.schedule)
+
+    @staticmethod
+    def from_recorded_fields(data: dict) -> dict:
+        """An older file's record in today's shape: its vLLM dict, method and k (the same fact three times)
+        become one spec. {"speculative_config": {"method": "ngram", "num_speculative_tokens": 3},
+        "method": "ngram", "num_speculative_tokens": 3, ...} -> {"spec": SpecConfig(ngram, k=3), ...}."""
+        if "spec" in data:
+            return data
+        data = {k: v for k, v in data.items() if k not in ("method", "num_speculative_tokens")}
+        data["spec"] = SpecConfig.from_recorded(data.pop("speculative_config", None))
+        return data
+
+
 NO_DRAFTING = "no drafting"  # how a missing SpecConfig (the baseline, k = 0) is shown, everywhere
 
 

@@ -29,7 +29,7 @@ from typing import Literal
 from pydantic import Field, ValidationError, ValidationInfo, model_validator
 
 from .base import Frozen, SpecvizError
-from .config import UNREPORTED_METHOD, SpecConfig
+from .config import DraftingFacts, SpecConfig
 from .files import SAMPLE_RUNS_DIR, first_error, read_versioned_json
 
 # 4: the drafting is one typed spec (meta.spec); 3: the target's top logprobs per output token and the dtype;
@@ -204,7 +204,7 @@ class SpecDecodeCounters(Frozen):
     num_accepted_tokens_per_pos: list[int]
 
 
-class RunMeta(Frozen):
+class RunMeta(DraftingFacts, Frozen):
     run_id: str
     created_at: str = Field(description="ISO 8601, UTC")
     specviz_version: str
@@ -237,33 +237,8 @@ class RunMeta(Frozen):
     @model_validator(mode="before")
     @classmethod
     def _read(cls, data):
-        """Schema 1-3 held the drafting three times: vLLM's dict, its method and its k. Typed from the dict:
-        {"speculative_config": {"method": "ngram", "num_speculative_tokens": 3}, "method": "ngram",
-        "num_speculative_tokens": 3} -> spec=SpecConfig(method="ngram", num_speculative_tokens=3)."""
-        if isinstance(data, dict) and "spec" not in data:
-            data = {k: v for k, v in data.items() if k not in ("method", "num_speculative_tokens")}
-            data["spec"] = SpecConfig.from_recorded(data.pop("speculative_config", None))
-        return data
-
-    @property
-    def method(self) -> str | None:
-        """The drafting method; None for no drafting, and for a server that drafts without saying how."""
-        return self.spec.method if self.spec and self.spec.method != UNREPORTED_METHOD else None
-
-    @property
-    def num_speculative_tokens(self) -> int:
-        """k; 0 for no drafting, the largest k for a schedule."""
-        return self.spec.num_speculative_tokens if self.spec else 0
-
-    @property
-    def speculative_config(self) -> dict | None:
-        """As vLLM takes it; None for no drafting."""
-        return self.spec.to_vllm() if self.spec else None
-
-    @property
-    def scheduled(self) -> bool:
-        """k follows the batch size (vLLM's num_speculative_tokens_per_batch_size)."""
-        return bool(self.spec and self.spec.schedule)
+        """Schema 1-3 held the drafting three times (vLLM's dict, its method, its k): one spec now."""
+        return DraftingFacts.from_recorded_fields(data) if isinstance(data, dict) else data
 
 
 class Run(Frozen):

@@ -30,7 +30,7 @@ from pydantic import Field, ValidationError, computed_field, model_validator
 
 from .base import Frozen as _Frozen
 from .base import SpecvizError
-from .config import SCHEDULE_FIELD, ConfigError, SpecConfig
+from .config import SCHEDULE_FIELD, ConfigError, DraftingFacts, SpecConfig
 from .files import read_versioned_json
 from .metrics import (
     StepFigures,
@@ -167,7 +167,7 @@ def median_or_none(values: list[float]) -> float | None:
     return float(np.median(values)) if values else None
 
 
-class SweepCell(_Frozen):
+class SweepCell(DraftingFacts, _Frozen):
     """One configuration (a drafter at one k, or the baseline) at one concurrency: one run per repeat.
 
     Its figures are over its runs. Throughput: the median and the spread (min-max), e.g. runs at
@@ -193,30 +193,8 @@ class SweepCell(_Frozen):
             if "runs" not in data and "run_file" in data:
                 data = _cell_from_v1(data)
             data = {k: v for k, v in data.items() if k not in cls.model_computed_fields}
-            if "spec" not in data:  # schema 1-2: the spec as vLLM's dict, with its method and k beside it
-                data["spec"] = SpecConfig.from_recorded(data.pop("speculative_config", None))
-                data.pop("method", None)
-                data.pop("num_speculative_tokens", None)
+            data = DraftingFacts.from_recorded_fields(data)  # schema 1-2: vLLM's dict, its method and k beside it
         return data
-
-    @property
-    def method(self) -> str | None:
-        return self.spec.method if self.spec else None
-
-    @property
-    def num_speculative_tokens(self) -> int:
-        """k; 0 for the baseline (no drafting), the largest k for a schedule."""
-        return self.spec.num_speculative_tokens if self.spec else 0
-
-    @property
-    def speculative_config(self) -> dict | None:
-        """As vLLM takes it."""
-        return self.spec.to_vllm() if self.spec else None
-
-    @property
-    def scheduled(self) -> bool:
-        """k follows the batch size (vLLM's num_speculative_tokens_per_batch_size)."""
-        return bool(self.spec and self.spec.schedule)
 
     @property
     def key(self) -> tuple[str, int, int]:

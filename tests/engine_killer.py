@@ -17,7 +17,7 @@ Why a process of its own: a killer thread in the test's process shares its GIL w
 drawn and the stream being read (and with imports such as vLLM's, on a first snapshot); it was
 measured 1 to 2 s late, while the tiny model generates 1500 tokens in 2 to 4 s. A kill after the end
 would test nothing and fail on what the run then rightly shows (a complete run, no error).
-Standalone on purpose: no specviz import (the interpreter's installed specviz may be another checkout).
+It imports only specviz.serving.local's process-group lookup, the one the server's own stop uses.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ import sys
 import time
 import traceback
 from pathlib import Path
+
+from specviz.serving.local import live_group_members
 
 KILLS = ("engine-core", "group")
 
@@ -54,22 +56,9 @@ def trace_file(pid: int) -> Path:
     return Path(next(v for v in environ if v.startswith(b"SPECVIZ_TRACE_FILE=")).split(b"=", 1)[1].decode())
 
 
-def group_members(pgid: int) -> list[int]:
-    """Pids of processes in group pgid that are not zombies (as serving.local.live_group_members)."""
-    members = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            members.append(int(stat.parent.name))
-    return members
-
-
 def engine_core_of(server_pid: int) -> int:
     """The pid of the VLLM::EngineCore process in the process group of the vLLM server `server_pid`."""
-    for pid in group_members(server_pid):
+    for pid in live_group_members(server_pid):
         try:
             if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"VLLM::EngineCore"):
                 return pid
