@@ -4,6 +4,7 @@ vLLM's per-batch-size schedule; below it the prediction at every k, to explore."
 from __future__ import annotations
 
 import json
+import shlex
 
 import streamlit as st
 
@@ -67,7 +68,7 @@ except SweepError as e:
     st.error(f"The confirmation of {drafter} cannot be opened: {e}")
     confirmation = None
 result = tuned(pred, sweep, confirmation)
-tune_command = f"python -m specviz tune sample_runs/sweeps/{name} --drafter '{drafter}'"
+tune_command = f"python -m specviz tune {shlex.quote(f'sample_runs/sweeps/{name}')} --drafter {shlex.quote(drafter)}"
 
 st.subheader("What to serve: k by batch size")
 if not result.rows:
@@ -100,7 +101,7 @@ else:
     st.code(python_config(sweep.grid.target_model, result.exported), language="python")
     if result.exported is not None and result.exported.schedule and result.schedule_measured_in is None:
         st.info("This schedule has not been measured yet. Measure it beside every static k by running the sweep's "
-                f"command again with `--schedule '{json.dumps(result.exported.to_vllm())}'`"
+                f"command again with `--schedule {shlex.quote(json.dumps(result.exported.to_vllm()))}`"
                 + ("" if confirmation is not None else f", or confirm the picks first with `{tune_command}`") + ".")
 
 st.subheader("Explore k: the prediction at every k")

@@ -313,7 +313,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     print("\nOr in Python:\n" + python_config(sweep.grid.target_model, exported))
     if exported is not None and exported.schedule:
         print(f"\nTo measure it beside every static k of the sweep, run the sweep's command again with "
-              f"--schedule '{json.dumps(exported.to_vllm())}'")
+              f"--schedule {shlex.quote(json.dumps(exported.to_vllm()))}")
     print(json.dumps({"out": str(out / "sweep.json"), "speculative_config": exported.to_vllm() if exported else None}))
     return 0
 
