@@ -109,6 +109,7 @@ def test_a_schedule_row_drafts_by_batch_size_and_tune_confirms_the_picks(tmp_pat
     """A sweep with a schedule row (k=2 alone, k=1 from two requests up), then `specviz tune`'s confirmation."""
     from specviz.config import SpecConfig
     from specviz.demo_model import ensure_demo_model
+    from specviz.runfile import draft_batches, most_drafts_from
     from specviz.sweep import confirmation_folder
     from specviz.sweep_runner import run_confirmation
     from specviz.testing.tiny_models import build_tiny_llama
@@ -116,8 +117,9 @@ def test_a_schedule_row_drafts_by_batch_size_and_tune_confirms_the_picks(tmp_pat
     target = build_tiny_llama(tmp_path / "target", num_hidden_layers=2, tokenizer_from=ensure_demo_model())
     ngram = {"method": "ngram", "prompt_lookup_min": 1, "prompt_lookup_max": 3}
     schedule = ngram | {"num_speculative_tokens": 2, "num_speculative_tokens_per_batch_size": [[1, 1, 2], [2, 64, 1]]}
+    # 192 tokens: long enough that requests at concurrency 2 overlap more often (see below)
     grid = SweepGrid(target_model=str(target), drafters=[ngram], schedules=[schedule], num_speculative_tokens=[1, 2],
-                     concurrencies=[1, 2], prompts="builtin:repetitive", num_requests=4, max_tokens=32,
+                     concurrencies=[1, 2], prompts="builtin:repetitive", num_requests=4, max_tokens=192,
                      dtype="float32", logprobs=2)
     out = tmp_path / "sweep"
     sweep = run_sweep(grid, out)
@@ -131,20 +133,20 @@ def test_a_schedule_row_drafts_by_batch_size_and_tune_confirms_the_picks(tmp_pat
     assert (rows.outputs_vs_baseline == "4 of 4 requests identical").all()  # float32: the target's greedy output
 
     # vLLM looks k up from the batch it schedules, and the drafts it proposes there are verified one step later
+    # (runfile.draft_batches); load_run refuses a step that drafted more than that batch's k
+    spec = SpecConfig.from_dict(schedule)
     for c, cell in scheduled.items():
         run = load_run(out / cell.runs[0].run_file)
-        batch: dict[int, int] = {}
-        for r in run.requests:
-            for s in r.steps:
-                batch[s.engine_step] = batch.get(s.engine_step, 0) + 1
-        drafted = [(batch[s.engine_step], batch.get(s.engine_step - 1, 0), len(s.draft_token_ids))
-                   for r in run.requests for s in r.steps]
-        assert max(d for _, _, d in drafted) <= 2
+        proposed_at = draft_batches(run.requests)
+        drafted = [(batch, len(s.draft_token_ids)) for r in run.requests
+                   for s, batch in zip(r.steps, proposed_at[r.request_id]) if batch is not None]
+        assert all(d <= most_drafts_from(spec, batch) for batch, d in drafted)
         if c == 1:
-            assert any(d == 2 for _, _, d in drafted)  # alone, a request drafts two
-        else:
-            steady = [d for now, before, d in drafted if now == before == 2]
-            assert steady and max(steady) == 1  # two in the batch: one draft each
+            assert any(d == 2 for _, d in drafted)  # alone, a request drafts two
+        # At c=2 the client often starts the next request only as the tiny model finishes the last one (it
+        # writes 192 tokens in under a second), so two requests share a batch in some runs only; when they do,
+        # each drafts one.
+        assert all(d <= 1 for batch, d in drafted if batch == 2)
 
     confirm, exported = run_confirmation(out, "ngram lookup 1-3", repeats=1)
     assert (confirmation_folder(out, "ngram lookup 1-3") / "sweep.json").exists()
