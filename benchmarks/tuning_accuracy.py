@@ -37,7 +37,6 @@ from specviz.sweep import BASELINE, Sweep, load_confirmation, load_sweep
 from specviz.tuning import TuningRefusal, drafters, fit_step_cost, list_sweep_files, measured_pass, predict
 
 TARGET_ERROR = 0.05
-path_of: dict[int, Path] = {}  # id(sweep) -> its folder, where its confirmations are
 
 
 @dataclass
@@ -68,7 +67,8 @@ def _spread(cell) -> str:
             f"{cell.repeats} runs]")
 
 
-def report(sweep: Sweep, name: str, totals: Totals) -> None:
+def report(sweep: Sweep, folder: Path, name: str, totals: Totals) -> None:
+    """The report for one sweep; `folder` holds it and its confirmations (<folder>/confirm/)."""
     cells, g = sweep.cells, sweep.grid
     print(f"sweep: {name}")
     print(f"  hardware: {', '.join(sorted({f'{c.platform} ({c.device_name})' for c in cells}))}")
@@ -151,7 +151,7 @@ def report(sweep: Sweep, name: str, totals: Totals) -> None:
             print(f"    c={c:<3} recommend k={rec.num_speculative_tokens} (predicted {rec.output_tokens_per_s:.1f}, "
                   f"measured {_spread(got) if got else '-'}) · best measured k={best_k} {_spread(best)} · {verdict}"
                   f" · best predicted of the measured k: k={pick}, {'within' if pick_inside else 'OUTSIDE'}")
-        _confirmed(sweep, p, path_of[id(sweep)], name, by_key, totals)
+        _confirmed(sweep, p, folder, name, by_key, totals)
     print()
 
 
@@ -221,9 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(__file__).resolve().parent.parent
     for path in paths:
         shown = path.resolve().relative_to(root) if path.resolve().is_relative_to(root) else path
-        sweep = load_sweep(path)
-        path_of[id(sweep)] = path.parent
-        report(sweep, str(shown), totals)
+        report(load_sweep(path), path.parent, str(shown), totals)
     print("== totals over", len(paths), "sweep(s) ==")
     for line in totals.fits:
         print(f"  {line}")

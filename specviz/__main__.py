@@ -292,14 +292,14 @@ def cmd_tune(args: argparse.Namespace) -> int:
         return _fail(str(e))
     out = confirmation_folder(folder, drafter)
     result = _with_progress(lambda callbacks: run_confirmation(
-        folder, drafter, repeats=args.repeats, neighbours=args.neighbours, **callbacks), out,
+        folder, drafter, repeats=args.repeats, neighbours=args.neighbours, sweep=sweep, pred=pred, **callbacks), out,
         total=(len(Sweep(grid=grid).expected_keys()) + len(grid.concurrencies)) * grid.repeats)
     if isinstance(result, int):
         return result
     confirm, exported = result
     print(f"{drafter}: predicted from the sweep, confirmed by measurement ({confirm.grid.repeats} runs per cell, "
           "output tokens/s: median (min-max))")
-    for row in tuned(pred, load_sweep(folder / "sweep.json"), confirm).rows:
+    for row in tuned(pred, sweep, confirm).rows:
         base = row.baseline.text() if row.baseline else "not measured"
         sched = f" · schedule {row.schedule.text()}" if row.schedule else ""
         print(f"  c={row.concurrency:<3} predicted k={row.predicted_k} ({row.predicted_output_tokens_per_s:.1f}) · "

@@ -403,10 +403,15 @@ def load_sweep(path: str | Path) -> Sweep:
         raise SweepError(f"{path}: invalid sweep file {first_error(e)}") from e
 
 
+def file_stem(label: str) -> str:
+    """A label as a file name: 'ngram lookup 2-4' -> 'ngram_lookup_2-4'."""
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in label)
+
+
 def confirmation_folder(sweep_dir: str | Path, drafter: str) -> Path:
     """Where `specviz tune` keeps a drafter's confirmation: `<sweep>/confirm/<drafter as a file name>/`.
     ("ngram lookup 2-4" -> confirm/ngram_lookup_2-4/)"""
-    return Path(sweep_dir) / "confirm" / "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in drafter)
+    return Path(sweep_dir) / "confirm" / file_stem(drafter)
 
 
 def load_confirmation(sweep_dir: str | Path, drafter: str) -> Sweep | None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from .config import SpecConfig, check_server_args
 from .prompts import load_prompts
 from .runfile import save_run
-from .sweep import Sweep, SweepCell, SweepError, SweepGrid, cell_run, confirmation_folder, load_sweep, save_sweep
+from .sweep import Sweep, SweepCell, SweepError, SweepGrid, cell_run, confirmation_folder, file_stem, load_sweep, save_sweep
 
 
 def sweep_prompts(grid: SweepGrid) -> tuple[str, list[str]]:
@@ -111,7 +111,7 @@ def run_sweep(
                              temperature=grid.temperature, seed=grid.seed, logprobs=grid.logprobs,
                              tokenizer=tokenizer, warmup=False)
                 stem = label if spec is None or spec.schedule else f"{label}-k{k}"
-                stem = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in stem) + f"-c{c}"
+                stem = file_stem(stem) + f"-c{c}"
                 stem += f"-r{repeat}" if repeat else ""  # the first round keeps the names of one-run sweeps
                 if run.meta.invalid_reason:
                     kept = save_run(run, out_dir / "runs" / f"{stem}.invalid.json.gz")
@@ -134,18 +134,19 @@ def run_sweep(
 
 
 def run_confirmation(sweep_dir: Path, drafter: str, *, repeats: int = 3, neighbours: int = 1,
-                     **callbacks) -> tuple[Sweep, SpecConfig | None]:
+                     sweep: Sweep | None = None, pred=None, **callbacks) -> tuple[Sweep, SpecConfig | None]:
     """Measure the cells that decide (schedule.confirmation_grid), pick on measurement, then measure the
     schedule of the picks as one more row (its own rounds, after the candidates'); resumable.
 
     Returns the confirmation sweep and the exported spec (None: no drafting pays anywhere). `callbacks`
-    go to run_sweep. Raises SweepError when the tuner refuses the drafter as a whole.
+    go to run_sweep; `sweep` and `pred` (its tuning.Prediction for the drafter), when the caller has them
+    already. Raises SweepError when the tuner refuses the drafter as a whole.
     """
     from .schedule import confirmation_grid, confirmation_rows, exported_spec
     from .tuning import predict
 
-    sweep = load_sweep(Path(sweep_dir) / "sweep.json")
-    pred = predict(sweep, drafter)
+    sweep = sweep or load_sweep(Path(sweep_dir) / "sweep.json")
+    pred = pred or predict(sweep, drafter)
     if whole := [r for r in pred.refusals if r.concurrency is None]:
         raise SweepError(f"the tuner cannot predict {drafter}: {whole[0].reason}")
     out = confirmation_folder(sweep_dir, drafter)
