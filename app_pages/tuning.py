@@ -85,7 +85,6 @@ else:
         f"(min-max) over {', '.join(map(str, sorted({m.repeats for r in result.rows for m in r.candidates})))} runs; "
         "speedup: the confirmed k's median over the baseline's.")
     st.dataframe(recommendation_table(result), key="tune_recommend", hide_index=True, column_config={
-        "predicted": st.column_config.NumberColumn(format="%.1f"),
         "speedup": st.column_config.NumberColumn(format="%.2fx"),
     })
     st.plotly_chart(tuning_charts.schedule_chart(result, pred, caption), key="tune_chart_schedule", width="stretch")

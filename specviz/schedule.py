@@ -183,25 +183,26 @@ def tuned(pred: Prediction, sweep: Sweep, confirmation: Sweep | None) -> Tuned:
 
 
 def recommendation_table(result: Tuned) -> list[dict]:
-    """The Tuning page's table, one row per concurrency, output tokens/s as 'median (min-max)'.
-    Every predicted and confirmed figure has the measured baseline beside it."""
+    """The Tuning page's table, one row per concurrency, output tokens/s as 'median (min-max)'; k and its
+    figure in one cell ('k=5: 42.7 (39.2-44.1)') so the table fits a 1280 px screen. Every predicted and
+    confirmed figure has the measured baseline beside it; the schedule's columns only when the export is one."""
+    scheduled = result.exported is not None and bool(result.exported.schedule)
     rows = []
     for r in result.rows:
         base, at_predicted = r.baseline, r.at(r.predicted_k)
-        rows.append({
+        row = {
             "concurrency": r.concurrency,
             "baseline": base.short() if base else NOT_MEASURED,
-            "predicted k": r.predicted_k,
-            "predicted": round(r.predicted_output_tokens_per_s, 1),
-            "at predicted k": at_predicted.short() if at_predicted else NOT_MEASURED,
-            "confirmed k": r.confirmed_k,
-            "at confirmed k": r.confirmed.short(),
+            "predicted": f"k={r.predicted_k}: {r.predicted_output_tokens_per_s:.1f}",
+            "predicted k, measured": at_predicted.short() if at_predicted else NOT_MEASURED,
+            "confirmed": f"k={r.confirmed_k}: {r.confirmed.short()}",
             "speedup": round(r.confirmed.output_tokens_per_s / base.output_tokens_per_s, 2)
             if base and base.output_tokens_per_s else None,
-            "schedule k": result.exported.k_at(r.concurrency) if result.exported else 0,
-            "schedule": (r.schedule.short() if r.schedule else NOT_MEASURED)
-            if result.exported is not None and result.exported.schedule else "no schedule: one k",
-        })
+        }
+        if scheduled:
+            row["schedule"] = (f"k={result.exported.k_at(r.concurrency)}: "
+                               + (r.schedule.short() if r.schedule else NOT_MEASURED))
+        rows.append(row)
     return rows
 
 

@@ -309,7 +309,7 @@ def test_the_tuning_page_exports_the_recommendation_not_the_slider():
         assert not at.exception, at.exception
         assert [c.value for c in at.code if c.value.startswith("vllm serve")] == [exported]
     recommended = at.dataframe[0].value
-    assert list(recommended["confirmed k"]) == [r.confirmed_k for r in result.rows]
+    assert [v.split(":")[0] for v in recommended["confirmed"]] == [f"k={r.confirmed_k}" for r in result.rows]
     assert all(v != "not measured" for v in recommended["baseline"])  # beside every figure
     fig = _tune_chart(at, "tune_chart_schedule")
     steps = next(t for t in fig["data"] if t["meta"]["role"] == "schedule_k")

@@ -86,7 +86,9 @@ def test_tuned_picks_on_the_sweeps_own_cells_and_finds_the_schedule_row(tmp_path
     assert result.exported.to_vllm()["num_speculative_tokens_per_batch_size"] == [[1, 1, 2], [2, 4, 1]]
     table = recommendation_table(result)
     assert table[0]["baseline"] == "33.3" and table[0]["speedup"] == 1.26
-    assert table[1]["schedule k"] == 1 and table[1]["schedule"] == "not measured"
+    assert table[1]["schedule"] == "k=1: not measured" and table[0]["confirmed"] == "k=2: 42.0"
+    static = result.model_copy(update={"exported": result.exported.with_k(2)})
+    assert "schedule" not in recommendation_table(static)[0]  # one k everywhere: no schedule column
 
     # the exported schedule measured as a row of the confirmation: it stands beside the picks
     label = schedule_label(result.exported)
@@ -97,7 +99,7 @@ def test_tuned_picks_on_the_sweeps_own_cells_and_finds_the_schedule_row(tmp_path
     assert confirmation_folder(tmp_path, pred.drafter).parts[-2:] == ("confirm", "ngram_lookup_2-4")
     result = tuned(pred, sweep, load_confirmation(tmp_path, pred.drafter))
     assert result.confirmed_by == "confirmation" and result.schedule_measured_in == "confirmation"
-    assert recommendation_table(result)[1]["schedule"] == "69.0"
+    assert recommendation_table(result)[1]["schedule"] == "k=1: 69.0"
     assert load_confirmation(tmp_path, "eagle3 x") is None
 
 
