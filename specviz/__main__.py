@@ -270,7 +270,7 @@ def _with_progress(measure, out: Path, *, total: int):
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from .config import describe_spec
-    from .schedule import EngineCost, confirmation_grid, tuned
+    from .schedule import EngineCost, confirmation_grid, schedule_verdict, tuned
     from .sweep import Sweep, SweepError, confirmation_folder, load_sweep
     from .sweep_runner import check_grid, run_confirmation
     from .tuning import drafters, predict, python_config, serve_command
@@ -299,11 +299,14 @@ def cmd_tune(args: argparse.Namespace) -> int:
     confirm, exported = result
     print(f"{drafter}: predicted from the sweep, confirmed by measurement ({confirm.grid.repeats} runs per cell, "
           "output tokens/s: median (min-max))")
-    for row in tuned(pred, sweep, confirm).rows:
+    result = tuned(pred, sweep, confirm)
+    for row in result.rows:
         base = row.baseline.text() if row.baseline else "not measured"
         sched = f" · schedule {row.schedule.text()}" if row.schedule else ""
         print(f"  c={row.concurrency:<3} predicted k={row.predicted_k} ({row.predicted_output_tokens_per_s:.1f}) · "
               f"confirmed k={row.confirmed_k} {row.confirmed.text()} · baseline {base}{sched}")
+    for line in schedule_verdict(result):
+        print("  " + line)
     spent = EngineCost.of(confirm.cells)
     full = EngineCost.of([c for c in sweep.cells if not c.scheduled])
     print(f"engine time (measuring and starting engines): this confirmation {spent.text()}; "

@@ -182,6 +182,37 @@ def tuned(pred: Prediction, sweep: Sweep, confirmation: Sweep | None) -> Tuned:
                  schedule_measured_in=where)
 
 
+def schedule_verdict(result: Tuned) -> list[str]:
+    """What the exported schedule's measured row says against the picks, as sentences; [] when the export
+    is not a schedule or its row is not measured yet.
+
+    One line per concurrency where the schedule falls short of the confirmed pick (its median below the
+    pick's spread, the check benchmarks/tuning_accuracy.py makes against the best static k), then the
+    sums over the concurrencies measured. Worked
+    (chat, EAGLE-3, 1: k=1 · 2-4: k=2 · 5-16: k=0): at c=16 the schedule measured 161.1 (151.2-206.4)
+    against the pick k=0, no speculative config, at 219.1 (212.4-258.0): short. 97% of its tokens came
+    from steps that drafted nothing, and those steps took 68.4 ms (median) against the baseline's 51.8 ms:
+    a k=0 range is not free (benchmarks/schedule_cost.py measures that cost by itself).
+    """
+    rows = [r for r in result.rows if r.schedule]
+    if not rows or result.exported is None or not result.exported.schedule:
+        return []
+    out = [f"At concurrency {r.concurrency} the schedule (k={result.exported.k_at(r.concurrency)}) measured "
+           f"{r.schedule.text()} against the pick k={r.confirmed_k} at {r.confirmed.text()}"
+           + (": its k=0 range drafts nothing but still runs with a speculative config, which costs "
+              "(benchmarks/schedule_cost.py)" if result.exported.k_at(r.concurrency) == 0 else "")
+           + "." for r in rows
+           if r.schedule.output_tokens_per_s < r.confirmed.low]
+    if len(rows) == len(result.rows) and all(r.baseline for r in rows):
+        def total(ms):
+            return sum(m.output_tokens_per_s for m in ms)
+        out.append(f"Summed over concurrency {', '.join(str(r.concurrency) for r in rows)} (medians, output "
+                   f"tokens/s): schedule {total(r.schedule for r in rows):.1f}, no drafting "
+                   f"{total(r.baseline for r in rows):.1f}, the picks {total(r.confirmed for r in rows):.1f} "
+                   "(each concurrency's best, which one server config reaches only if the schedule costs nothing).")
+    return out
+
+
 def recommendation_table(result: Tuned) -> list[dict]:
     """The Tuning page's table, one row per concurrency, output tokens/s as 'median (min-max)'; k and its
     figure in one cell ('k=5: 42.7 (39.2-44.1)') so the table fits a 1280 px screen. Every predicted and

@@ -14,6 +14,7 @@ from specviz.schedule import (
     recommendation_table,
     schedule_for,
     schedule_label,
+    schedule_verdict,
     tuned,
 )
 from specviz.sweep import Sweep, confirmation_folder, load_confirmation, save_sweep
@@ -135,3 +136,25 @@ def test_recorded_on_says_where_and_when_cells_were_measured():
     cells = _sweep().cells  # the test cells' runs were all created at 2026-12-02T00:00:00
     assert recorded_on(cells) == "cpu (test cpu), 2026-12-02 00:00-00:00 UTC"
     assert recorded_on([]) == ""
+
+
+def test_the_verdict_names_where_the_measured_schedule_falls_short_and_sums_it_against_no_drafting():
+    # the chat confirmation's EAGLE-3 figures: the schedule within the pick's spread at c=1 and c=8, short at c=16
+    from specviz.schedule import ConfirmationRow, Tuned
+
+    def row(c, pick, base, sched):
+        return ConfirmationRow(concurrency=c, predicted_k=pick.k, predicted_output_tokens_per_s=1.0,
+                               candidates=[base, pick] if pick.k else [base], confirmed_k=pick.k, schedule=sched)
+
+    spec = SpecConfig.parse('{"method": "ngram", "num_speculative_tokens": 1}').with_schedule(
+        [BatchSizeRange(first=1, last=1, k=1), BatchSizeRange(first=2, last=16, k=0)])
+    rows = [row(1, m(1, 23.5, 21.2, 28.3), m(0, 18.5, 16.8, 20.7), m(1, 22.9, 22.7, 25.1)),
+            row(16, m(0, 219.1, 212.4, 258.0), m(0, 219.1, 212.4, 258.0), m(0, 161.1, 151.2, 206.4))]
+    result = Tuned(rows=rows, exported=spec, confirmed_by="confirmation", schedule_measured_in="confirmation")
+    short, sums = schedule_verdict(result)
+    assert short.startswith("At concurrency 16 the schedule (k=0) measured 161.1 (151.2-206.4, 3 runs) against "
+                            "the pick k=0 at 219.1") and "k=0 range drafts nothing" in short
+    assert "schedule 184.0, no drafting 237.6, the picks 242.6" in sums
+    assert schedule_verdict(result.model_copy(update={"exported": spec.with_k(1)})) == []  # static: no verdict
+    unmeasured = [r.model_copy(update={"schedule": None}) for r in rows]
+    assert schedule_verdict(result.model_copy(update={"rows": unmeasured})) == []
