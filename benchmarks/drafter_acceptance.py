@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from specviz.config import SpecConfig
+from specviz.files import SAMPLE_RUNS_DIR
 from specviz.metrics import acceptance_length_interval, run_acceptance, summarize
 from specviz.runfile import load_run, save_run
 from specviz.serving.local import LocalServer
@@ -33,8 +34,7 @@ from specviz.serving.recording import record
 from specviz.train import DRAFTER_SPECS
 from specviz.train.data import HELDOUT_CHAT
 
-REPO = Path(__file__).resolve().parent.parent
-OUT = REPO / "sample_runs" / "drafters"
+OUT = SAMPLE_RUNS_DIR / "drafters"
 NAMES = {"draft_model": "draft", "eagle3": "eagle3"}
 
 

@@ -44,14 +44,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from specviz.config import ConfigError, SpecConfig
+from specviz.files import REPO_DIR, SAMPLE_RUNS_DIR
 from specviz.metrics import summarize
 from specviz.serving.local import LocalServer
 from specviz.serving.recording import load_tokenizer, record
 from specviz.serving.server import EngineError, local_device, vllm_version
 from specviz.testing import drafters
 from specviz.vllm_methods import vllm_speculative_methods
-
-REPO = Path(__file__).resolve().parent.parent
 
 K = 3
 MAX_TOKENS = 16
@@ -258,7 +257,7 @@ def variants_for(method: str, arctic_site: Path | None) -> list[Variant]:
     plain = Variant("", {}, note="the venv as installed (arctic-inference is not in it)" if method == "suffix" else "")
     if method == "suffix" and arctic_site:
         version = _arctic_version(arctic_site)
-        return [plain, Variant("arctic", {"PYTHONPATH": f"{REPO}:{arctic_site}"},
+        return [plain, Variant("arctic", {"PYTHONPATH": f"{REPO_DIR}:{arctic_site}"},
                                draft=f"arctic-inference {version} suffix trees",
                                note=f"arctic-inference {version} (no wheel exists: built from its sdist, installed "
                                     f"with pip --target into a separate folder) on the server's PYTHONPATH only; "
@@ -352,7 +351,7 @@ def main() -> int:
     parser.add_argument("--methods", help="comma-separated subset (default: every method this vLLM knows)")
     parser.add_argument("--targets", default="tiny,demo", help="comma-separated: tiny, demo")
     parser.add_argument("--workdir", type=Path, help="models, drafters and server logs (default: a temp dir)")
-    parser.add_argument("--out", type=Path, default=REPO / "sample_runs" / "method_trials.json")
+    parser.add_argument("--out", type=Path, default=SAMPLE_RUNS_DIR / "method_trials.json")
     parser.add_argument("--arctic-site", type=Path,
                         help="a folder where arctic-inference was installed with `pip install --target` (it has "
                              "no wheel: build it from the sdist). The suffix trial puts it on the server's "

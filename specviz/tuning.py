@@ -72,13 +72,14 @@ from .acceptance_at_k import (
 )
 from .base import Frozen
 from .config import SpecConfig, serve_command_text
+from .files import SAMPLE_RUNS_DIR
 from .sweep import BASELINE, Sweep, SweepCell
 
 # Below this many drafted steps one lucky or unlucky request moves the mean acceptance length by
 # more than the differences between neighbouring k: refuse rather than recommend from noise.
 MIN_DRAFTED_STEPS = 30
 
-SWEEPS_DIR = Path(__file__).resolve().parent.parent / "sample_runs" / "sweeps"
+SWEEPS_DIR = SAMPLE_RUNS_DIR / "sweeps"
 
 # Why a method's drafts at k are not the first k drafts of a run at K (decided from vLLM's V1 code).
 _METHOD_REFUSALS = {

@@ -2,14 +2,14 @@
 schedule_cost.py end to end on a tiny random model (live)."""
 import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 from conftest import make_run
 
+from specviz.files import REPO_DIR
 from specviz.runfile import save_run
 
-BENCHMARK = Path(__file__).resolve().parent.parent / "benchmarks" / "drafter_acceptance.py"
+BENCHMARK = REPO_DIR / "benchmarks" / "drafter_acceptance.py"
 
 
 @pytest.fixture
