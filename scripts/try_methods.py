@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from specviz.config import ConfigError, SpecConfig
+from specviz.config import ConfigError, SpecConfig, short_model_name
 from specviz.files import REPO_DIR, SAMPLE_RUNS_DIR
 from specviz.metrics import summarize
 from specviz.serving.local import LocalServer
@@ -159,7 +159,7 @@ DRAFT_LABELS = {
 
 def spec_for(method: str, target: dict, work: Path) -> tuple[dict, str | None]:
     """(vLLM speculative_config dict, drafter label) for one trial; drafters are built on first use."""
-    heads = work / "drafters" / Path(target["path"]).name
+    heads = work / "drafters" / short_model_name(target["path"])
     base = {"method": method, "num_speculative_tokens": K}
     path = target["path"]
 

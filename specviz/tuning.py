@@ -71,7 +71,7 @@ from .acceptance_at_k import (
     tokens_per_step,
 )
 from .base import Frozen
-from .config import SpecConfig, serve_command_text
+from .config import SpecConfig, serve_command_text, short_model_name
 from .files import SAMPLE_RUNS_DIR
 from .sweep import BASELINE, Sweep, SweepCell
 
@@ -402,7 +402,7 @@ def provenance(sweep: Sweep) -> str:
     how = "traced" if traced == {True} else "untraced (vLLM's counters)" if traced == {False} else "traced and untraced"
     return (f"concurrency {concurrencies} · prompt set '{prompt_sets}' · {g.num_requests} requests · "
             f"max {g.max_tokens} output tokens · temperature {g.temperature} · {runs} run(s) per cell · {how} · "
-            f"{hardware} · vLLM {versions} · {g.target_model.rstrip('/').split('/')[-1]}")
+            f"{hardware} · vLLM {versions} · {short_model_name(g.target_model)}")
 
 
 def predict(sweep: Sweep, drafter: str, recorded_k: int | None = None) -> Prediction:

@@ -12,7 +12,7 @@ import streamlit as st
 from . import render, showcase
 from .charts import timeline
 from .charts.acceptance import acceptance_per_position
-from .config import describe_spec
+from .config import describe_spec, short_model_name
 from .metrics import Summary, count_acceptance, request_acceptance_length, summarize
 from .platforms import pitfall_hints
 from .runfile import SAMPLE_RUNS_DIR, Request, Run, RunFileError, draft_batches, load_run
@@ -29,7 +29,7 @@ def provenance(run: Run) -> str:
     if m.attention_backends:
         where += f" · attention {', '.join(m.attention_backends)}"
     return (f"{spec} · concurrency {m.concurrency} · prompt set '{m.prompt_set}' · max {m.max_tokens} tokens · "
-            f"{m.platform} ({m.device_name}) · vLLM {m.vllm_version} · {m.target_model.rstrip('/').split('/')[-1]}"
+            f"{m.platform} ({m.device_name}) · vLLM {m.vllm_version} · {short_model_name(m.target_model)}"
             f"{f' in {m.dtype}' if m.dtype else ''}{where}")
 
 

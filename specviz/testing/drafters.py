@@ -47,6 +47,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..config import short_model_name
 from .tiny_models import LAYER_GAIN
 
 DRAFT_LAYER_GAIN = 0.3 * LAYER_GAIN  # the random layers are weak: the hand-laid path decides
@@ -159,7 +160,7 @@ def _shuffle_rows(matrix, rate: float, g):
 
 
 def _meta(kind: str, target: Path, seed: int, **extra) -> dict:
-    return {"specviz_drafter": {"kind": kind, "target": Path(target).name, "seed": seed, **extra}}
+    return {"specviz_drafter": {"kind": kind, "target": short_model_name(target), "seed": seed, **extra}}
 
 
 # ---- EAGLE (EAGLE-1) ---------------------------------------------------------------------------

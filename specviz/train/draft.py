@@ -28,6 +28,7 @@ import random
 import time
 from pathlib import Path
 
+from ..config import short_model_name
 from .common import (
     StepSchedule,
     length_batches,
@@ -292,7 +293,7 @@ def save_draft(model, target: Path, keep, out: Path, cfg: dict, figures: dict, d
     write_json(out / "config.json", cfg | {"torch_dtype": "bfloat16", "dtype": "bfloat16"})
     save_tokenizer(target, keep, out)
     (out / "generation_config.json").unlink(missing_ok=True)  # a target's copy would hold target token ids
-    write_json(out / "training.json", {"kind": "draft_model", "target": Path(target).name, "seed": seed,
+    write_json(out / "training.json", {"kind": "draft_model", "target": short_model_name(target), "seed": seed,
                                       "command": command, "data": data_meta, "figures": figures,
                                       "loss_history": history})
     write_card(out, "SmolLM2-135M draft model (specviz)",

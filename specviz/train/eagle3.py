@@ -34,6 +34,7 @@ import random
 import time
 from pathlib import Path
 
+from ..config import short_model_name
 from .common import (
     StepSchedule,
     copy_tokenizer,
@@ -410,7 +411,7 @@ def save_eagle3(head, target: Path, target_cfg: dict, out: Path, d2t, t2d, layer
             "torch_dtype": "bfloat16", "dtype": "bfloat16"}
     write_json(out / "config.json", cfg)
     copy_tokenizer(target, out)
-    write_json(out / "training.json", {"kind": "eagle3", "target": Path(target).name, "seed": seed, "command": command,
+    write_json(out / "training.json", {"kind": "eagle3", "target": short_model_name(target), "seed": seed, "command": command,
                                       "data": data_meta,
                                       "figures": figures, "loss_history": history})
     write_card(out, "EAGLE-3 head for SmolLM2-135M-Instruct (specviz)",
