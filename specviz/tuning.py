@@ -71,15 +71,14 @@ from .acceptance_at_k import (
     tokens_per_step,
 )
 from .base import Frozen
-from .config import SpecConfig, serve_command_text, short_model_name
-from .files import SAMPLE_RUNS_DIR
+from .config import SpecConfig, serve_command_text
 from .sweep import BASELINE, Sweep, SweepCell
 
 # Below this many drafted steps one lucky or unlucky request moves the mean acceptance length by
 # more than the differences between neighbouring k: refuse rather than recommend from noise.
 MIN_DRAFTED_STEPS = 30
 
-SWEEPS_DIR = SAMPLE_RUNS_DIR / "sweeps"
+SWEEPS_DIR = Path(__file__).resolve().parent.parent / "sample_runs" / "sweeps"
 
 # Why a method's drafts at k are not the first k drafts of a run at K (decided from vLLM's V1 code).
 _METHOD_REFUSALS = {
@@ -402,7 +401,7 @@ def provenance(sweep: Sweep) -> str:
     how = "traced" if traced == {True} else "untraced (vLLM's counters)" if traced == {False} else "traced and untraced"
     return (f"concurrency {concurrencies} · prompt set '{prompt_sets}' · {g.num_requests} requests · "
             f"max {g.max_tokens} output tokens · temperature {g.temperature} · {runs} run(s) per cell · {how} · "
-            f"{hardware} · vLLM {versions} · {short_model_name(g.target_model)}")
+            f"{hardware} · vLLM {versions} · {g.target_model.rstrip('/').split('/')[-1]}")
 
 
 def predict(sweep: Sweep, drafter: str, recorded_k: int | None = None) -> Prediction:
