@@ -22,7 +22,8 @@ from .ui_untraced import untraced_request_view
 from .untraced_steps import has_step_arrays
 
 
-def provenance(run: Run) -> str:
+def run_caption(run: Run) -> str:
+    """How a run was made, on one line: drafting, workload, hardware, vLLM, model and where it was served."""
     m = run.meta
     spec = describe_spec(m.spec)
     where = f" · server {m.server_url}" if m.server_url else ""
@@ -203,7 +204,7 @@ def recorded_run_view(run: Run, *, on_request: Callable[[Request], dict[int, str
     called with the chosen request right under its selector (the playground puts its race button and
     the comparison with the baseline there) and may return tokens to mark in the output (index -> text).
     """
-    caption = provenance(run)
+    caption = run_caption(run)
     if headline_markup:
         st.markdown(headline_markup, unsafe_allow_html=True)
     st.caption(caption)
