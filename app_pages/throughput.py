@@ -10,7 +10,6 @@ import streamlit as st
 
 from specviz import ui
 from specviz.charts import sweeps as sweep_charts
-from specviz.config import short_model_name
 from specviz.prompts import workload_name
 from specviz.references import MINIMAX_M3_EAGLE3_SPEED_BENCH
 from specviz.sweep import BASELINE, Sweep
@@ -163,7 +162,7 @@ concurrency = top[2].selectbox("Concurrency", concurrencies, key="tp_concurrency
 for side in sides:
     grid = side.sweep.grid
     st.caption(f"**{side.name}** (workload: {workload_name(side.prompt_set)}; a speedup holds for its workload, "
-               f"and the Playground's first screen may show another): target {short_model_name(grid.target_model)} · drafters "
+               f"and the Playground's first screen may show another): target {grid.target_model.rstrip('/').split('/')[-1]} · drafters "
                f"{', '.join(sweep_charts.drafters(side.full)) or 'none'} · k {', '.join(map(str, grid.num_speculative_tokens))} "
                f"· concurrency {', '.join(map(str, grid.concurrencies))} · {len(side.sweep.cells)} cells")
     st.caption(_measured_as(side.full))
