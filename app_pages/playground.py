@@ -116,7 +116,7 @@ def draw(run, done: bool, area, tick: int) -> None:
             if s.output_tokens_per_s and b.output_tokens_per_s:
                 c2.metric("speed vs baseline", f"{s.output_tokens_per_s / b.output_tokens_per_s:.2f}x")
             marks = ui_race.baseline_comparison(base, run, run.requests[0], "generated just before")
-        ui.request_view(run.requests[0], ui.provenance(run), steps=slice(-40, None), chart_key=f"pg_acc_{tick}",
+        ui.request_view(run.requests[0], ui.run_caption(run), steps=slice(-40, None), chart_key=f"pg_acc_{tick}",
                         marks=marks, batches=ui.step_batches(run, run.requests[0]))
 
 

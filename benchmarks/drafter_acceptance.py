@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from specviz.config import SpecConfig
+from specviz.files import SAMPLE_RUNS_DIR
 from specviz.metrics import acceptance_length_interval, run_acceptance, summarize
 from specviz.runfile import load_run, save_run
 from specviz.serving.local import LocalServer
@@ -33,8 +34,7 @@ from specviz.serving.recording import record
 from specviz.train import DRAFTER_SPECS
 from specviz.train.data import HELDOUT_CHAT
 
-REPO = Path(__file__).resolve().parent.parent
-OUT = REPO / "sample_runs" / "drafters"
+OUT = SAMPLE_RUNS_DIR / "drafters"
 NAMES = {"draft_model": "draft", "eagle3": "eagle3"}
 
 
@@ -80,7 +80,7 @@ def main(argv=None) -> int:
                 summary["runs"][label] = row
                 print(json.dumps({label: row}), flush=True)
         print(f"{name} k={k}: {time.monotonic() - started:.0f} s", flush=True)
-        summary["provenance"] = _provenance(run)
+        summary["provenance"] = _provenance_fields(run)
         out.mkdir(parents=True, exist_ok=True)
         summary_path.write_text(json.dumps(summary, indent=2) + "\n")
     _print_table(summary)
@@ -112,7 +112,7 @@ def rescore(out: Path) -> int:
     old_labels = list(old.get("runs", {}))
     order = [label for label in old_labels if label in runs] + [label for label in runs if label not in old_labels]
     summary = {"runs": {label: summary_row(runs[label]) for label in order},
-               "provenance": old.get("provenance") or _provenance(max(runs.values(), key=lambda r: r.meta.created_at))}
+               "provenance": old.get("provenance") or _provenance_fields(max(runs.values(), key=lambda r: r.meta.created_at))}
     summary_path.write_text(json.dumps(summary, indent=2) + "\n")
     _print_table(summary)
     return 0
@@ -128,7 +128,7 @@ def _counters_match(run) -> bool | None:
     return a.num_drafts == b.num_drafts and a.num_accepted_tokens == b.num_accepted_tokens
 
 
-def _provenance(run) -> dict:
+def _provenance_fields(run) -> dict:
     meta = run.meta.model_dump(mode="json")
     return {k: meta.get(k) for k in ("vllm_version", "platform", "device_name", "specviz_version", "created_at",
                                      "target_model", "sampling", "prompt_set", "max_tokens")}

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from specviz.acceptance_at_k import tokens_per_step, tokens_per_step_fixed_share
 from specviz.config import describe_spec
+from specviz.files import REPO_DIR
 from specviz.schedule import EngineCost, schedule_label, tuned
 from specviz.sweep import BASELINE, Sweep, load_confirmation, load_sweep
 from specviz.tuning import TuningRefusal, drafters, fit_step_cost, list_sweep_files, measured_pass, predict
@@ -218,9 +219,8 @@ def main(argv: list[str] | None = None) -> int:
         print("no sweep given and none under sample_runs/sweeps/", file=sys.stderr)
         return 2
     totals = Totals()
-    root = Path(__file__).resolve().parent.parent
     for path in paths:
-        shown = path.resolve().relative_to(root) if path.resolve().is_relative_to(root) else path
+        shown = path.resolve().relative_to(REPO_DIR) if path.resolve().is_relative_to(REPO_DIR) else path
         report(load_sweep(path), path.parent, str(shown), totals)
     print("== totals over", len(paths), "sweep(s) ==")
     for line in totals.fits:

@@ -21,9 +21,8 @@ each method and concurrency the table gives:
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from specviz.config import SpecConfig
+from specviz.config import SpecConfig, short_model_name
 from specviz.demo_model import ensure_demo_model
 from specviz.prompts import load_prompts
 from specviz.serving.local import LocalServer
@@ -94,7 +93,7 @@ def main() -> None:
                 rows.append((method, c, compare(run, method)))
                 print(f"{method} c={c}: {rows[-1][2]}", flush=True)
     platform_name, device = local_device()
-    print(f"\n{Path(target).name} {args.dtype}, k={K}, prompt set '{prompt_set}' cycled to {args.num_requests} "
+    print(f"\n{short_model_name(target)} {args.dtype}, k={K}, prompt set '{prompt_set}' cycled to {args.num_requests} "
           f"requests, {args.max_tokens} output tokens, tracer + --per-request-spec-decode-metrics detailed on one "
           f"server, {platform_name} ({device}), vLLM {vllm_version()}\n")
     header = ("method", "conc.", "requests", "verify steps", "arrays = tracer", "exact steps", "exact requests",

@@ -25,6 +25,7 @@ from pathlib import Path
 from specviz.config import SpecConfig
 from specviz.demo_model import DEMO_MODEL_DTYPE, ensure_demo_model
 from specviz.divergence import compare_runs
+from specviz.files import REPO_DIR
 from specviz.metrics import summarize
 from specviz.prompts import load_prompts
 from specviz.runfile import SAMPLE_RUNS_DIR, save_run
@@ -32,7 +33,6 @@ from specviz.serving.local import LocalServer
 from specviz.serving.recording import record
 from specviz.train import drafter_spec
 
-REPO = Path(__file__).resolve().parent.parent
 OUT = SAMPLE_RUNS_DIR / "showcase"
 MAX_TOKENS = 320
 
@@ -41,8 +41,8 @@ RUNS = [  # (file stem, prompt set, speculative config or None for the baseline)
     ("ngram-k3-edit-c1", "edit", {"method": "ngram", "num_speculative_tokens": 3,
                                   "prompt_lookup_min": 2, "prompt_lookup_max": 4}),
     ("baseline-chat-c1", "chat", None),
-    ("draft-k3-chat-c1", "chat", drafter_spec("draft_model", relative_to=REPO) | {"num_speculative_tokens": 3}),
-    ("eagle3-k3-chat-c1", "chat", drafter_spec("eagle3", relative_to=REPO) | {"num_speculative_tokens": 3}),
+    ("draft-k3-chat-c1", "chat", drafter_spec("draft_model", relative_to=REPO_DIR) | {"num_speculative_tokens": 3}),
+    ("eagle3-k3-chat-c1", "chat", drafter_spec("eagle3", relative_to=REPO_DIR) | {"num_speculative_tokens": 3}),
 ]
 
 
@@ -52,7 +52,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=OUT, help="folder for the run files (default: %(default)s)")
     parser.add_argument("--only", default="", help="comma-separated file stems to record (default: all)")
     args = parser.parse_args()
-    model = str(ensure_demo_model().relative_to(REPO))
+    model = str(ensure_demo_model().relative_to(REPO_DIR))
     args.out.mkdir(parents=True, exist_ok=True)
     baselines = {}
     for stem, prompt_set, spec in RUNS:

@@ -13,16 +13,15 @@ import json
 import shlex
 import subprocess
 import sys
-from pathlib import Path
 
 from specviz.demo_model import ensure_demo_model
+from specviz.files import REPO_DIR
 from specviz.train import drafter_spec
 
-ROOT = Path(__file__).resolve().parent.parent
 NGRAM_2_4 = {"method": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 4}
 # The teaching-sized drafters trained for SmolLM2 by `python -m specviz.train` (see docs/drafters.md).
-DRAFT_MODEL = drafter_spec("draft_model", relative_to=ROOT)
-EAGLE3 = drafter_spec("eagle3", relative_to=ROOT)
+DRAFT_MODEL = drafter_spec("draft_model", relative_to=REPO_DIR)
+EAGLE3 = drafter_spec("eagle3", relative_to=REPO_DIR)
 SWEEPS = {
     # Three repeats per cell. chat: about 70 minutes for its 10 configurations; recorded in bfloat16 at
     # k = 1, 3, 5 before the demo model's float32 default (its re-recording at k = 1..5 is still to do).
@@ -36,7 +35,7 @@ COMMON = ["--concurrency", "1,2,4,8,16", "--num-requests", "16", "--max-tokens",
 
 
 def main() -> None:
-    model = str(ensure_demo_model().relative_to(ROOT))
+    model = str(ensure_demo_model().relative_to(REPO_DIR))
     for name, s in SWEEPS.items():
         out = f"sample_runs/sweeps/{name}"
         cmd = [sys.executable, "-m", "specviz", "sweep", "--model", model, "--prompts", s["prompts"], "--k", s["k"],
@@ -54,7 +53,7 @@ def main() -> None:
 def _run(cmd: list[str]) -> str:
     """Run a specviz command from the repo root, its progress on the terminal; its standard output."""
     print("$ " + shlex.join(["python", *cmd[1:]]), flush=True)
-    done = subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True)
+    done = subprocess.run(cmd, cwd=REPO_DIR, check=True, stdout=subprocess.PIPE, text=True)
     print(done.stdout, end="", flush=True)
     return done.stdout
 

@@ -11,7 +11,7 @@ server log, not the generic "Engine core initialization failed"). A plain server
 gives the greedy output every speculative run must reproduce.
 
 Targets: the demo model (SmolLM2-135M-Instruct) and a tiny random-weight 2-layer Llama
-(specviz.testing.tiny_models), with drafters built on the fly by specviz.testing.drafters
+(specviz.testing.tiny_models), with drafters built on the fly by specviz.testing.draft_heads
 (nothing downloaded).
 Writes sample_runs/method_trials.json (see --out).
 
@@ -23,7 +23,7 @@ Some methods get a second trial, listed after the first with the same method nam
       .venv/bin/pip wheel --no-deps --build-constraint <file: torch==2.13.0+cpu> arctic-inference==0.3.0 -w W
       .venv/bin/pip install --no-deps --target DIR W/arctic_inference-0.3.0-*.whl
 - dspark: with VLLM_USE_V2_MODEL_RUNNER=1, since vLLM's V1 model runner refuses it.
-custom_class is served `specviz.testing.drafters.LastTokenLookupProposer`. Configs are built without
+custom_class is served `specviz.testing.draft_heads.LastTokenLookupProposer`. Configs are built without
 SpecConfig.from_dict's checks (specviz's catalog refuses some of them, e.g. gemma4_mtp without a
 model): the point is what vLLM itself says.
 """
@@ -43,15 +43,14 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from specviz.config import ConfigError, SpecConfig
+from specviz.config import ConfigError, SpecConfig, short_model_name
+from specviz.files import REPO_DIR, SAMPLE_RUNS_DIR
 from specviz.metrics import summarize
 from specviz.serving.local import LocalServer
 from specviz.serving.recording import load_tokenizer, record
 from specviz.serving.server import EngineError, local_device, vllm_version
-from specviz.testing import drafters
+from specviz.testing import draft_heads
 from specviz.vllm_methods import vllm_speculative_methods
-
-REPO = Path(__file__).resolve().parent.parent
 
 K = 3
 MAX_TOKENS = 16
@@ -60,7 +59,7 @@ START_TIMEOUT_S = 600
 RECORD_TIMEOUT_S = 300
 TINY = "tiny-llama-2L"
 TINY_DRAFT = "tiny-llama-1L-draft"
-CUSTOM_PROPOSER = "specviz.testing.drafters.LastTokenLookupProposer"
+CUSTOM_PROPOSER = "specviz.testing.draft_heads.LastTokenLookupProposer"
 
 
 def _arctic_version(site: Path) -> str:
@@ -124,7 +123,7 @@ def _build_dspark(dest: Path, target: Path) -> Path:
     import torch
     from safetensors.torch import load_file, save_file
 
-    drafters.build_dflash_head(dest, target)
+    draft_heads.build_dflash_head(dest, target)
     config = json.loads((dest / "config.json").read_text())
     tensors = load_file(str(dest / "model.safetensors"))
     rank, vocab = 16, config["vocab_size"]
@@ -143,16 +142,16 @@ def _build_dspark(dest: Path, target: Path) -> Path:
 DRAFT_LABELS = {
     "draft_model": "tiny random-weight 1-layer Llama draft with the same tokenizer (specviz.testing.tiny_models)",
     "eagle": "random-weight EAGLE head with a hand-laid token path (tiny, built by "
-             "specviz.testing.drafters.build_eagle_head)",
+             "specviz.testing.draft_heads.build_eagle_head)",
     "eagle3": "random-weight EAGLE-3 head with a hand-laid token path (tiny, built by "
-              "specviz.testing.drafters.build_eagle3_head)",
+              "specviz.testing.draft_heads.build_eagle3_head)",
     "medusa": f"{K} Medusa heads that repeat the target's own next token "
-              "(specviz.testing.drafters.build_medusa_head)",
+              "(specviz.testing.draft_heads.build_medusa_head)",
     "extract_hidden_states": "none: vLLM's ExtractHiddenStatesModel caches the target's hidden states and "
                              "proposes the token just sampled (no checkpoint)",
     "mlp_speculator": "random-weight MLPSpeculator checkpoint (built by scripts/try_methods.py)",
     "dflash": "random-weight 1-layer DFlash draft, Qwen3 layout 'DFlashDraftModel' "
-              "(specviz.testing.drafters.build_dflash_head)",
+              "(specviz.testing.draft_heads.build_dflash_head)",
     "dspark": "random-weight 1-layer DSpark draft, 'Qwen3DSparkModel' (built by scripts/try_methods.py)",
     "custom_class": f"{CUSTOM_PROPOSER} (last-token lookup, no checkpoint)",
 }
@@ -160,7 +159,7 @@ DRAFT_LABELS = {
 
 def spec_for(method: str, target: dict, work: Path) -> tuple[dict, str | None]:
     """(vLLM speculative_config dict, drafter label) for one trial; drafters are built on first use."""
-    heads = work / "drafters" / Path(target["path"]).name
+    heads = work / "drafters" / short_model_name(target["path"])
     base = {"method": method, "num_speculative_tokens": K}
     path = target["path"]
 
@@ -175,16 +174,16 @@ def spec_for(method: str, target: dict, work: Path) -> tuple[dict, str | None]:
     if method == "draft_model":
         return base | {"model": str(target["draft"])}, DRAFT_LABELS[method]
     if method == "eagle":
-        return base | {"model": built("eagle", lambda d: drafters.build_eagle_head(d, path))}, DRAFT_LABELS[method]
+        return base | {"model": built("eagle", lambda d: draft_heads.build_eagle_head(d, path))}, DRAFT_LABELS[method]
     if method == "eagle3":
-        return base | {"model": built("eagle3", lambda d: drafters.build_eagle3_head(d, path))}, DRAFT_LABELS[method]
+        return base | {"model": built("eagle3", lambda d: draft_heads.build_eagle3_head(d, path))}, DRAFT_LABELS[method]
     if method == "medusa":
-        model = built("medusa", lambda d: drafters.build_medusa_head(d, path, num_heads=K))
+        model = built("medusa", lambda d: draft_heads.build_medusa_head(d, path, num_heads=K))
         return base | {"model": model}, DRAFT_LABELS[method]
     if method == "mlp_speculator":
         return base | {"model": built("mlp_speculator", lambda d: _build_mlp_speculator(d, path))}, DRAFT_LABELS[method]
     if method == "dflash":
-        return base | {"model": built("dflash", lambda d: drafters.build_dflash_head(d, path))}, DRAFT_LABELS[method]
+        return base | {"model": built("dflash", lambda d: draft_heads.build_dflash_head(d, path))}, DRAFT_LABELS[method]
     if method == "dspark":
         return base | {"model": built("dspark", lambda d: _build_dspark(d, path))}, DRAFT_LABELS[method]
     if method == "custom_class":
@@ -192,7 +191,7 @@ def spec_for(method: str, target: dict, work: Path) -> tuple[dict, str | None]:
     if method == "extract_hidden_states":
         # It needs the target layers to read; without a draft checkpoint they come in through
         # draft_model_config.hf_config (vLLM's SpeculativeConfig reads that dict for this method).
-        layer_ids = drafters.default_aux_layer_ids(json.loads((path / "config.json").read_text())["num_hidden_layers"])
+        layer_ids = draft_heads.default_aux_layer_ids(json.loads((path / "config.json").read_text())["num_hidden_layers"])
         return ({"method": method, "num_speculative_tokens": 1,
                  "draft_model_config": {"hf_config": {"eagle_aux_hidden_state_layer_ids": layer_ids}}},
                 DRAFT_LABELS[method])
@@ -258,7 +257,7 @@ def variants_for(method: str, arctic_site: Path | None) -> list[Variant]:
     plain = Variant("", {}, note="the venv as installed (arctic-inference is not in it)" if method == "suffix" else "")
     if method == "suffix" and arctic_site:
         version = _arctic_version(arctic_site)
-        return [plain, Variant("arctic", {"PYTHONPATH": f"{REPO}:{arctic_site}"},
+        return [plain, Variant("arctic", {"PYTHONPATH": f"{REPO_DIR}:{arctic_site}"},
                                draft=f"arctic-inference {version} suffix trees",
                                note=f"arctic-inference {version} (no wheel exists: built from its sdist, installed "
                                     f"with pip --target into a separate folder) on the server's PYTHONPATH only; "
@@ -352,7 +351,7 @@ def main() -> int:
     parser.add_argument("--methods", help="comma-separated subset (default: every method this vLLM knows)")
     parser.add_argument("--targets", default="tiny,demo", help="comma-separated: tiny, demo")
     parser.add_argument("--workdir", type=Path, help="models, drafters and server logs (default: a temp dir)")
-    parser.add_argument("--out", type=Path, default=REPO / "sample_runs" / "method_trials.json")
+    parser.add_argument("--out", type=Path, default=SAMPLE_RUNS_DIR / "method_trials.json")
     parser.add_argument("--arctic-site", type=Path,
                         help="a folder where arctic-inference was installed with `pip install --target` (it has "
                              "no wheel: build it from the sdist). The suffix trial puts it on the server's "

@@ -275,6 +275,11 @@ def describe_spec(spec: SpecConfig | None) -> str:
     return spec.describe() if spec else NO_DRAFTING
 
 
+def short_model_name(model: str | Path) -> str:
+    """A model as labels name it: the last part of its folder or hub id ('/models/SmolLM2-135M/' -> 'SmolLM2-135M')."""
+    return str(model).rstrip("/").split("/")[-1]
+
+
 def check_server_args(spec: SpecConfig | None, server_args: Sequence[str]) -> None:
     """Refuse a schedule with data parallelism: vLLM drops the schedule there and drafts a static
     num_speculative_tokens instead (VllmConfig._maybe_disable_dynamic_sd_for_data_parallel), so the run

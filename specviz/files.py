@@ -21,7 +21,8 @@ from typing import Any, NamedTuple
 
 from .base import SpecvizError
 
-SAMPLE_RUNS_DIR = Path(__file__).resolve().parent.parent / "sample_runs"
+REPO_DIR = Path(__file__).resolve().parent.parent  # the checkout: sample_runs/, drafters/, .cache/, scripts/
+SAMPLE_RUNS_DIR = REPO_DIR / "sample_runs"
 
 MAX_RUN_MB_ENV = "SPECVIZ_MAX_RUN_MB"  # the largest run/sweep file specviz reads, inflated, in MiB
 DEFAULT_MAX_RUN_MB = 256  # see max_file_bytes()

@@ -202,6 +202,11 @@ class Summary(Frozen):
     invalid_reason: str | None = None  # the invariant the recording broke, if it did
 
 
+# Summary fields that are the run's own facts, under RunMeta's names: what it ran and where.
+SUMMARY_META_FIELDS = ("run_id", "complete", "method", "num_speculative_tokens", "concurrency", "prompt_set",
+                       "max_tokens", "vllm_version", "platform", "device_name", "invalid_reason")
+
+
 def summarize(run: Run) -> Summary:
     acc = run_acceptance(run)
     all_steps = [s for r in run.requests for s in r.steps]
@@ -213,26 +218,11 @@ def summarize(run: Run) -> Summary:
     ttft = [time_to_first_token_s(r) for r in run.requests]
     tpot = [time_per_output_token_s(r) for r in run.requests]
     return Summary(
-        run_id=run.meta.run_id,
-        complete=run.meta.complete,
-        method=run.meta.method,
-        num_speculative_tokens=run.meta.num_speculative_tokens,
-        concurrency=run.meta.concurrency,
-        prompt_set=run.meta.prompt_set,
-        max_tokens=run.meta.max_tokens,
+        **{name: getattr(run.meta, name) for name in SUMMARY_META_FIELDS},
+        **best.model_dump(),  # the totals and the figures computed from them
         num_requests=len(run.requests),
         num_output_tokens=sum(len(r.output_token_ids) for r in run.requests),
         num_steps=sum(len(r.steps) for r in run.requests),
-        vllm_version=run.meta.vllm_version,
-        platform=run.meta.platform,
-        device_name=run.meta.device_name,
-        mean_acceptance_length=best.mean_acceptance_length,
-        draft_acceptance_rate=best.draft_acceptance_rate,
-        num_drafts=best.num_drafts,
-        num_draft_tokens=best.num_draft_tokens,
-        num_accepted_tokens=best.num_accepted_tokens,
-        num_accepted_tokens_per_pos=best.num_accepted_tokens_per_pos,
-        acceptance_rate_per_pos=best.acceptance_rate_per_pos,
         request_acceptance_lengths=[request_acceptance_length(r) for r in run.requests],
         output_tokens_per_s=output_tokens_per_s(run),
         request_output_tokens_per_s_p50=percentile([request_output_tokens_per_s(r) for r in run.requests], 50),
@@ -246,7 +236,6 @@ def summarize(run: Run) -> Summary:
         num_padded_steps=len(padded),
         num_padded_draft_tokens=sum(s.num_padded_drafts for s in padded),
         num_failed_requests=sum(1 for r in run.requests if r.error),
-        invalid_reason=run.meta.invalid_reason,
     )
 
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Generic, TypeVar
 
-from .config import describe_spec
+from .config import describe_spec, short_model_name
 from .divergence import RequestComparison, compare_requests, is_greedy, shared_dtype
 from .prompts import workload_name
 from .render import CSS, Role, output_roles, pieces_html
@@ -250,10 +250,6 @@ def is_speculative(run: Run) -> bool:
     return run.meta.spec is not None and not run.meta.invalid_reason
 
 
-def _model_name(path: str) -> str:
-    return path.rstrip("/").split("/")[-1]
-
-
 def prompt_key(req: Request) -> str:
     """What two requests must share to race: the prompt text sent (after any chat template)."""
     return req.prompt
@@ -262,7 +258,7 @@ def prompt_key(req: Request) -> str:
 def comparable(spec: Run, base: Run) -> bool:
     """Same target (by folder name), dtype, concurrency, output limit and temperature: a fair race."""
     a, b = spec.meta, base.meta
-    return (_model_name(a.target_model) == _model_name(b.target_model) and a.dtype == b.dtype
+    return (short_model_name(a.target_model) == short_model_name(b.target_model) and a.dtype == b.dtype
             and a.concurrency == b.concurrency and a.max_tokens == b.max_tokens
             and a.sampling.get("temperature") == b.sampling.get("temperature"))
 

@@ -63,13 +63,6 @@ VLLM_SPEC_DECODE_EXAMPLE = Source(
         "examples/offline_inference/spec_decode.py",
 )
 
-LEVIATHAN_2023 = Source(
-    title="Fast Inference from Transformers via Speculative Decoding",
-    publisher="Leviathan, Kalman, Matias (ICML 2023)",
-    date="2023",
-    url="https://arxiv.org/abs/2211.17192",
-)
-
 MINIMAX_M3_EAGLE3_SPEED_BENCH = Reference(
     key="minimax-m3-eagle3-speed-bench",
     label="MiniMax-M3 EAGLE-3, SPEED-Bench, k=3",
@@ -148,10 +141,4 @@ REFERENCES: dict[str, Reference] = {r.key: r for r in (
     MINIMAX_M3_EAGLE3_SPEED_BENCH, KIMI_K25_EAGLE3_MI355X, MINIMAX_M25_EAGLE3_MI355X,
     LLAMA31_8B_EAGLE_MT_BENCH, LLAMA31_8B_EAGLE3_MT_BENCH,
 )}
-
-# Not a measurement, the model the tuning page fits: with per-token acceptance a and k drafts the
-# expected tokens per target pass are (1 - a^(k+1)) / (1 - a), and the speedup divides that by
-# (k c + 1), c the cost of one draft step relative to a target step. Real per-position rates fall
-# with position, so fit to the measured vector rather than a single a.
-SPECULATIVE_DECODING_MODEL = LEVIATHAN_2023
 

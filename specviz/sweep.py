@@ -30,7 +30,7 @@ from pydantic import Field, ValidationError, computed_field, model_validator
 
 from .base import Frozen as _Frozen
 from .base import SpecvizError
-from .config import SCHEDULE_FIELD, ConfigError, DraftingFacts, SpecConfig
+from .config import SCHEDULE_FIELD, ConfigError, DraftingFacts, SpecConfig, short_model_name
 from .files import read_versioned_json
 from .metrics import (
     StepFigures,
@@ -70,7 +70,7 @@ def drafter_label(drafter: dict | None) -> str:
         d.pop("num_speculative_tokens", None)  # the schedule's largest k: implied
     parts = [method]
     if "model" in d:
-        parts.append(str(d.pop("model")).rstrip("/").split("/")[-1])
+        parts.append(short_model_name(d.pop("model")))
     if "prompt_lookup_min" in d or "prompt_lookup_max" in d:
         lo, hi = d.pop("prompt_lookup_min", None), d.pop("prompt_lookup_max", None)
         parts.append(f"lookup {lo if lo is not None else '?'}-{hi if hi is not None else '?'}")

@@ -12,7 +12,7 @@ import streamlit as st
 from . import render, showcase
 from .charts import timeline
 from .charts.acceptance import acceptance_per_position
-from .config import describe_spec
+from .config import describe_spec, short_model_name
 from .metrics import Summary, count_acceptance, request_acceptance_length, summarize
 from .platforms import pitfall_hints
 from .runfile import SAMPLE_RUNS_DIR, Request, Run, RunFileError, draft_batches, load_run
@@ -22,14 +22,15 @@ from .ui_untraced import untraced_request_view
 from .untraced_steps import has_step_arrays
 
 
-def provenance(run: Run) -> str:
+def run_caption(run: Run) -> str:
+    """How a run was made, on one line: drafting, workload, hardware, vLLM, model and where it was served."""
     m = run.meta
     spec = describe_spec(m.spec)
     where = f" · server {m.server_url}" if m.server_url else ""
     if m.attention_backends:
         where += f" · attention {', '.join(m.attention_backends)}"
     return (f"{spec} · concurrency {m.concurrency} · prompt set '{m.prompt_set}' · max {m.max_tokens} tokens · "
-            f"{m.platform} ({m.device_name}) · vLLM {m.vllm_version} · {m.target_model.rstrip('/').split('/')[-1]}"
+            f"{m.platform} ({m.device_name}) · vLLM {m.vllm_version} · {short_model_name(m.target_model)}"
             f"{f' in {m.dtype}' if m.dtype else ''}{where}")
 
 
@@ -203,7 +204,7 @@ def recorded_run_view(run: Run, *, on_request: Callable[[Request], dict[int, str
     called with the chosen request right under its selector (the playground puts its race button and
     the comparison with the baseline there) and may return tokens to mark in the output (index -> text).
     """
-    caption = provenance(run)
+    caption = run_caption(run)
     if headline_markup:
         st.markdown(headline_markup, unsafe_allow_html=True)
     st.caption(caption)

@@ -297,7 +297,7 @@ def recorded_run_with_race(run: Run, name: str | None) -> None:
             st.button("← Back to the steps", key="pg_race_close", on_click=_close_race)
             race = race_for(pair, req, spec_label(run))
             race_header(race, f"Recorded: {name or 'uploaded run'} against {pair.baseline_name}, "
-                              f"{ui.provenance(run)}.")
+                              f"{ui.run_caption(run)}.")
             race_view(race, "rec_race")
             return
     st.session_state[VIEW] = "steps"
@@ -382,6 +382,6 @@ def live_race_view() -> bool:
     except ValueError as e:
         st.warning(f"This race cannot be replayed: {e}")
         return False
-    race_header(race, f"Generated live just now: {ui.provenance(spec)}.")
+    race_header(race, f"Generated live just now: {ui.run_caption(spec)}.")
     race_view(race, "pg_live_race_view")
     return True

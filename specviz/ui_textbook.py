@@ -33,8 +33,8 @@ each promise.
 """
 
 
-def _provenance(run: Run) -> str:
-    text = ui.provenance(run)
+def _caption_noting_cpu(run: Run) -> str:
+    text = ui.run_caption(run)
     return f"{CPU_NOTE} · {text}" if run.meta.platform.lower() == "cpu" else text
 
 
@@ -76,7 +76,7 @@ def formula_expander(run: Run, key: str = "pg_textbook") -> None:
         st.caption("E(k) = (1 − α^(k+1)) / (1 − α) tokens per pass if every draft is accepted with the same "
                    "chance α; here α is the share of drafted steps whose first draft was accepted. The Methods page "
                    "explains it and adds the speedup formula with a sweep's measured draft cost.")
-        _run_part(result, _provenance(run), key)
+        _run_part(result, _caption_noting_cpu(run), key)
 
 
 def _speculative_samples() -> list[tuple[str, Run]]:
@@ -201,7 +201,7 @@ def formula_section() -> None:
                 opening if opening in names else names[0]
         name = st.selectbox("Recorded run (sample_runs/)", names, key="textbook_run")
         run = dict(samples)[name]
-        caption = _provenance(run)
+        caption = _caption_noting_cpu(run)
         st.caption(caption)
         try:
             result = textbook.run_vs_formula(run)

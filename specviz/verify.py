@@ -316,11 +316,6 @@ def parse_response(
     )
 
 
-def verification_step(v: DraftVerification, engine_step: int = 0, time_s: float | None = None) -> Step:
-    """Function form of DraftVerification.to_step."""
-    return v.to_step(engine_step, time_s)
-
-
 # ---- helpers -----------------------------------------------------------------------------------
 
 

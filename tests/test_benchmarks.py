@@ -2,14 +2,14 @@
 schedule_cost.py end to end on a tiny random model (live)."""
 import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 from conftest import make_run
 
+from specviz.files import REPO_DIR
 from specviz.runfile import save_run
 
-BENCHMARK = Path(__file__).resolve().parent.parent / "benchmarks" / "drafter_acceptance.py"
+BENCHMARK = REPO_DIR / "benchmarks" / "drafter_acceptance.py"
 
 
 @pytest.fixture
@@ -87,12 +87,11 @@ def test_schedule_cost_runs_end_to_end_on_a_tiny_model(tmp_path):
     from specviz.testing.tiny_models import build_tiny_llama
 
     target = build_tiny_llama(tmp_path / "target", num_hidden_layers=2, tokenizer_from=ensure_demo_model())
-    root = BENCHMARK.parent.parent
-    env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+    env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_DIR), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.run(
         [sys.executable, str(BENCHMARK.parent / "schedule_cost.py"), "--model", str(target), "--dtype", "float32",
          "--rounds", "1", "--runs-per-start", "2", "--num-requests", "6", "--max-tokens", "16", "--concurrency", "4"],
-        cwd=root, env=env, capture_output=True, text=True, timeout=1200)
+        cwd=REPO_DIR, env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = proc.stdout
     assert "target float32, ngram k=3 (lookup 2-4) with an all-zero schedule vs no speculative config, untraced" in out

@@ -30,13 +30,13 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright pac
 from conftest import make_run  # noqa: E402
 
 from specviz import headline, race  # noqa: E402
+from specviz.files import REPO_DIR as ROOT  # noqa: E402
 from specviz.render import output_roles, step_roles  # noqa: E402
 from specviz.runfile import SAMPLE_RUNS_DIR, Request, Step, list_run_files, load_run, save_run  # noqa: E402
 from specviz.showcase import example_step, opening_request, opening_run  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
-ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run", "--disable-quic"]

@@ -2,14 +2,12 @@
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 import specviz.__main__ as cli
+from specviz.files import REPO_DIR as ROOT
 from specviz.runfile import list_run_files
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize("argv, expected", [

@@ -149,7 +149,7 @@ def test_warmup_prompts_are_distinct_and_in_no_prompt_set():
 
 def test_the_servers_specviz_starts_import_this_checkout():
     from specviz.config import TRACER_SCHEDULER_CLS
-    from specviz.serving.local import REPO_ROOT
+    from specviz.files import REPO_DIR
 
     module = TRACER_SCHEDULER_CLS.rpartition(".")[0]
-    assert (REPO_ROOT / (module.replace(".", "/") + ".py")).is_file()  # REPO_ROOT goes on the server's PYTHONPATH
+    assert (REPO_DIR / (module.replace(".", "/") + ".py")).is_file()  # REPO_DIR goes on the server's PYTHONPATH

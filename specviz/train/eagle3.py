@@ -34,11 +34,16 @@ import random
 import time
 from pathlib import Path
 
+from ..config import short_model_name
 from .common import (
     StepSchedule,
     copy_tokenizer,
     length_batches,
+    print_figures,
     seed_everything,
+    simulate_chains,
+    simulated_figures,
+    train_loop,
     write_card,
     write_json,
 )
@@ -293,25 +298,9 @@ def evaluate(head, emb, seqs, t2d_index, steps: int, batch_tokens: int = 4096) -
                     rows.append([bool(oks[j][r, t + j]) if t + j < T else False for j in range(steps)])
                 chains.append(rows)
     head.train()
-    sim = {}
-    for k in range(1, steps + 1):
-        steps_n, acc, per = 0, 0, [0] * k
-        for rows in chains:
-            t = 0
-            while t < len(rows):
-                a = 0
-                while a < k and rows[t][a]:
-                    a += 1
-                for j in range(a):
-                    per[j] += 1
-                steps_n += 1
-                acc += a
-                t += a + 1
-        sim[k] = (1 + acc / max(1, steps_n), [x / max(1, steps_n) for x in per])
     return {"val_loss_step0": round(loss_sum / max(1, loss_n), 4),
             "val_top1_per_step": [round(r / max(1, c), 4) for r, c in zip(right, count)],
-            "sim_mean_acceptance_length": {k: round(v[0], 3) for k, v in sim.items()},
-            "sim_acceptance_per_pos": {k: [round(x, 3) for x in v[1]] for k, v in sim.items()}}
+            **simulated_figures(simulate_chains(chains, range(1, steps + 1)))}
 
 
 def train_eagle3(target: Path, data: Path, out: Path, *, steps: int = 3000, seed: int = 0, draft_vocab: int = 6144,
@@ -319,7 +308,6 @@ def train_eagle3(target: Path, data: Path, out: Path, *, steps: int = 3000, seed
                  intermediate: int | None = None, threads: int = 2, progress=print) -> dict:
     """Train on the target pass in `data`; save to `out`. `steps` 0 = as many as fit `time_budget_s`."""
     import torch
-    from tqdm import tqdm
 
     seed_everything(seed, threads=threads)
     started = time.monotonic()
@@ -339,22 +327,10 @@ def train_eagle3(target: Path, data: Path, out: Path, *, steps: int = 3000, seed
     progress(f"EAGLE-3 head: {n_params / 1e6:.1f}M parameters, reads target layers {layer_ids}; "
              f"{len(train)} training / {len(val)} validation sequences; TTT steps {ttt_steps}")
     opt = torch.optim.AdamW(head.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
-    rng = random.Random(seed)
-    lengths = [len(s["ids"]) for s in train]
-    batches: list[list[int]] = []
-    history, step, ema, tokens_seen = [], 0, None, 0
     schedule = StepSchedule(steps, time_budget_s, lr)
-    bar = tqdm(total=None if schedule.auto else schedule.steps, desc="eagle3", unit="step")
-    while step < schedule.steps:
-        if schedule.fit(step):
-            bar.total = schedule.steps
-            progress(f"{schedule.steps} steps fit the time budget")
-        if not batches:
-            batches = length_batches(lengths, batch_tokens, rng)
-        idx = batches.pop()
+
+    def batch_loss(idx):
         nxt, fused, top_ids, top_logp, weight, _, pad = make_batch(train, idx, t2d_index)
-        for group in opt.param_groups:
-            group["lr"] = schedule.lr(step)
         chains = [chain_weight(weight, j) for j in range(ttt_steps)]
         masks = [(w > 0) & (weight > 0) & (top_ids[..., 0] >= 0) for w in chains]
         with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -365,34 +341,19 @@ def train_eagle3(target: Path, data: Path, out: Path, *, steps: int = 3000, seed
                 per = distill_loss(logits, top_ids[m], top_logp[m], reduce=False)
                 loss = loss + STEP_WEIGHT**j * (per * chains[j][m]).sum() / chains[j][m].sum()
                 wsum += STEP_WEIGHT**j
-        loss = loss / max(wsum, 1e-9)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
-        opt.step()
-        step += 1
-        tokens_seen += int(pad.sum())
-        ema = loss.item() if ema is None else 0.98 * ema + 0.02 * loss.item()
-        bar.set_postfix(loss=f"{ema:.3f}")
-        bar.update(1)
-        if step % 50 == 0:
-            history.append({"step": step, "loss": round(ema, 4), "elapsed_s": round(schedule.elapsed_s(), 1)})
-        if schedule.over_budget():
-            progress(f"time budget of {time_budget_s:.0f} s reached at step {step}")
-            break
-    bar.close()
-    train_elapsed = schedule.elapsed_s()
+        return loss / max(wsum, 1e-9), int(pad.sum())
+
+    done = train_loop(head, opt, schedule, [len(s["ids"]) for s in train], batch_tokens=batch_tokens, seed=seed,
+                      batch_loss=batch_loss, desc="eagle3", progress=progress)
     figures = evaluate(head, emb, val, t2d_index, ttt_steps)
-    figures |= {"steps": step, "train_tokens_seen": tokens_seen, "train_time_s": round(train_elapsed, 1),
-                "final_train_loss": round(ema or 0, 4), "parameters": n_params,
-                "draft_vocab": draft_vocab, "draft_vocab_coverage": round(coverage, 4)}
+    figures |= done.figures() | {"parameters": n_params, "draft_vocab": draft_vocab,
+                                 "draft_vocab_coverage": round(coverage, 4)}
     command = (f"python -m specviz.train eagle3 --seed {seed} --draft-vocab {draft_vocab} --ttt-steps {ttt_steps} "
-               f"{schedule.command_args()} --batch-tokens {batch_tokens} --lr {lr:g} --threads {threads}" + schedule.command_note(step))
+               f"{schedule.command_args()} --batch-tokens {batch_tokens} --lr {lr:g} --threads {threads}"
+               + schedule.command_note(done.steps))
     save_eagle3(head, target, target_cfg, Path(out), d2t, t2d, layer_ids, intermediate, figures, blob["meta"],
-                seed=seed, history=history, command=command)
-    print("\n== EAGLE-3 head ==")
-    for k, v in figures.items():
-        print(f"  {k}: {v}")
+                seed=seed, history=done.history, command=command)
+    print_figures("EAGLE-3 head", figures)
     progress(f"saved to {out} (total {time.monotonic() - started:.0f} s)")
     return figures
 
@@ -450,7 +411,7 @@ def save_eagle3(head, target: Path, target_cfg: dict, out: Path, d2t, t2d, layer
             "torch_dtype": "bfloat16", "dtype": "bfloat16"}
     write_json(out / "config.json", cfg)
     copy_tokenizer(target, out)
-    write_json(out / "training.json", {"kind": "eagle3", "target": Path(target).name, "seed": seed, "command": command,
+    write_json(out / "training.json", {"kind": "eagle3", "target": short_model_name(target), "seed": seed, "command": command,
                                       "data": data_meta,
                                       "figures": figures, "loss_history": history})
     write_card(out, "EAGLE-3 head for SmolLM2-135M-Instruct (specviz)",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import short_model_name
 from . import CACHE_DIR
 
 
@@ -24,7 +25,7 @@ def heldout_pass(target: Path, max_tokens: int = 64, cache: Path = CACHE_DIR) ->
     from .data import HELDOUT_CHAT, generate
     from .targets import target_pass
 
-    key = f"{Path(target).name}_{max_tokens}"
+    key = f"{short_model_name(target)}_{max_tokens}"
     pass_file = Path(cache) / f"heldout_pass_{key}.pt"
     if not pass_file.is_file():
         answers = Path(cache) / f"heldout_{key}.pt"

@@ -1,6 +1,6 @@
 """Tiny drafter checkpoints for vLLM's EAGLE-style methods, built for a given target folder.
 
-    from specviz.testing.drafters import build_eagle_head, build_eagle3_head
+    from specviz.testing.draft_heads import build_eagle_head, build_eagle3_head
     from specviz.demo_model import ensure_demo_model
     from specviz.testing.tiny_models import build_tiny_llama
     target = build_tiny_llama(tmp / "tiny-llama-2L", num_hidden_layers=2, tokenizer_from=ensure_demo_model())
@@ -35,7 +35,7 @@ the target both accepts and rejects drafts. On a real target (SmolLM2) the heads
 plausible-looking but mostly wrong tokens: fine for seeing the machinery run, useless for speed.
 
 `LastTokenLookupProposer` is a drafter for vLLM's `custom_class` method (no checkpoint):
-    --speculative-config '{"method": "custom_class", "model": "specviz.testing.drafters.LastTokenLookupProposer",
+    --speculative-config '{"method": "custom_class", "model": "specviz.testing.draft_heads.LastTokenLookupProposer",
                            "num_speculative_tokens": 3}'
 It proposes the tokens that followed the previous occurrence of the last token (n-gram lookup
 with n = 1), in plain numpy. The EngineCore process must be able to import specviz (specviz's
@@ -47,6 +47,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..config import short_model_name
 from .tiny_models import LAYER_GAIN
 
 DRAFT_LAYER_GAIN = 0.3 * LAYER_GAIN  # the random layers are weak: the hand-laid path decides
@@ -159,7 +160,7 @@ def _shuffle_rows(matrix, rate: float, g):
 
 
 def _meta(kind: str, target: Path, seed: int, **extra) -> dict:
-    return {"specviz_drafter": {"kind": kind, "target": Path(target).name, "seed": seed, **extra}}
+    return {"specviz_drafter": {"kind": kind, "target": short_model_name(target), "seed": seed, **extra}}
 
 
 # ---- EAGLE (EAGLE-1) ---------------------------------------------------------------------------
