@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from .config import SpecConfig
 from .runfile import SAMPLE_RUNS_DIR, Run, list_run_files
-from .serving.attached import View
-from .verify import DraftVerification
+
+if TYPE_CHECKING:  # types only: the page imports these modules itself
+    from .serving.attached import View
+    from .verify import DraftVerification
 
 PLAYGROUND_METHODS = ["none", "ngram", "draft_model", "eagle", "eagle3", "suffix"]
 DEFAULT_DTYPE = "specviz's default"  # demo_model.default_dtype: float32 for the demo model, else vLLM's auto
