@@ -68,7 +68,6 @@ def draw(run, done: bool, area, tick: int) -> None:
                         marks=marks, batches=ui.step_batches(run, run.requests[0]))
 
 
-
 def recorded_source() -> None:
     paths = sample_runs()
     with st.sidebar:
