@@ -26,7 +26,7 @@ def test_spec_from_choices_builds_the_config_the_controls_describe():
     assert playground.spec_from_choices("none", 3, 2, 4, "") is None
     ngram = playground.spec_from_choices("ngram", 3, 2, 4, "ignored for ngram")
     assert (ngram.method, ngram.num_speculative_tokens) == ("ngram", 3)
-    assert (ngram.prompt_lookup_min, ngram.prompt_lookup_max) == (2, 4)
+    assert ngram.model is None and ngram.params == {"prompt_lookup_min": 2, "prompt_lookup_max": 4}
     with pytest.raises(ConfigError):
         playground.spec_from_choices("ngram", 3, 5, 2, "")  # a lookup window that ends before it starts
 
