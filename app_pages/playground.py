@@ -2,41 +2,32 @@
 
 import time
 
-import pandas as pd
 import streamlit as st
 
 from specviz import render, ui, ui_race, ui_textbook, ui_untraced
 from specviz.config import NO_DRAFTING, ConfigError, SpecConfig
 from specviz.demo_model import demo_model_dir
 from specviz.metrics import summarize
-from specviz.runfile import SAMPLE_RUNS_DIR, RunFileError, list_run_files, load_run, run_bytes
+from specviz.playground import (
+    DEFAULT_DTYPE,
+    DTYPES,
+    PLAYGROUND_METHODS,
+    engine_dtype,
+    last_run_from,
+    sample_runs,
+    spec_from_choices,
+    verify_table,
+    views_table,
+    with_run,
+)
+from specviz.runfile import RunFileError, run_bytes
 from specviz.serving.attached import AttachedServer, AttachError, attach
 from specviz.serving.live import LiveGeneration
-from specviz.serving.recording import load_tokenizer
-from specviz.serving.server import EngineError
-from specviz.serving.shared import EngineBusy, EngineConfig, SharedEngine
+from specviz.serving.shared import EngineConfig
 from specviz.verify import VerifyError, verify_draft
 from specviz.viewer import viewer_mode
 
-PLAYGROUND_METHODS = ["none", "ngram", "draft_model", "eagle", "eagle3", "suffix"]
-DEFAULT_DTYPE = "specviz's default"  # demo_model.default_dtype: float32 for the demo model, else vLLM's auto
-DTYPES = [DEFAULT_DTYPE, "float32", "bfloat16", "auto"]
 RECORDED, LOCAL, ATTACHED = "Recorded run", "Local engine (specviz starts it)", "vLLM server at a URL"
-
-
-@st.cache_resource
-def shared_engine() -> SharedEngine:
-    return SharedEngine()
-
-
-@st.cache_resource
-def tokenizer_for(model: str):
-    return load_tokenizer(model)
-
-
-@st.cache_data(show_spinner=False)
-def load_run_bytes(data: bytes):
-    return load_run(data)
 
 
 def init_state() -> None:
@@ -50,81 +41,37 @@ def init_state() -> None:
 
 
 def spec_from_controls() -> SpecConfig | None:
-    method = st.session_state.pg_method
-    if method == "none":
-        return None
-    d = {"method": method, "num_speculative_tokens": st.session_state.pg_k}
-    if method == "ngram":
-        d |= {"prompt_lookup_min": st.session_state.pg_lookup_min, "prompt_lookup_max": st.session_state.pg_lookup_max}
-    elif st.session_state.pg_draft_model:
-        d["model"] = st.session_state.pg_draft_model
-    spec = SpecConfig.from_dict(d)
-    spec.check_local_engine()
-    return spec
-
-
-def chosen_dtype() -> str | None:
-    return None if st.session_state.pg_dtype == DEFAULT_DTYPE else st.session_state.pg_dtype
+    s = st.session_state
+    return spec_from_choices(s.pg_method, s.pg_k, s.pg_lookup_min, s.pg_lookup_max, s.pg_draft_model)
 
 
 def start_generation() -> None:
     try:
-        config = EngineConfig(model=st.session_state.pg_model, spec=spec_from_controls(), dtype=chosen_dtype())
+        config = EngineConfig(model=st.session_state.pg_model, spec=spec_from_controls(),
+                              dtype=engine_dtype(st.session_state.pg_dtype))
     except ConfigError as e:
         st.error(str(e))
         return
-    engine = shared_engine()
-    if engine.running() != config:
-        with st.status(f"Starting vLLM: {config.describe()}", expanded=True) as status:
-            log = st.empty()
-            try:
-                engine.ensure(config, ui.session_id(),
-                              progress=lambda elapsed, tail: log.code(f"{elapsed:.0f} s\n{tail}"))
-            except EngineBusy as e:
-                status.update(label="Engine busy", state="error")
-                st.warning(str(e))
-                return
-            except (EngineError, ConfigError) as e:
-                status.update(label="vLLM did not start", state="error")
-                st.error(str(e))
-                return
-            status.update(label=f"vLLM ready after {engine.server.ready_after_s:.0f} s", state="complete", expanded=False)
-    server = engine.ensure(config, ui.session_id())
+    server = ui.start_engine(ui.shared_engine(), config)
+    if server is None:
+        return
     st.session_state.pg_gen = LiveGeneration(
         server, st.session_state.pg_prompt, max_tokens=st.session_state.pg_max_tokens,
-        temperature=st.session_state.pg_temperature, tokenizer=tokenizer_for(config.model)).start()
-
-
-def baseline_for(run):
-    """The latest baseline run of the same prompt and sampling, if the user made one."""
-    for other in reversed(st.session_state.pg_runs):
-        if (other.meta.spec is None and other.requests[0].prompt == run.requests[0].prompt
-                and other.meta.sampling == run.meta.sampling and other.meta.run_id != run.meta.run_id):
-            return other
-    return None
+        temperature=st.session_state.pg_temperature, tokenizer=ui.cached_tokenizer(config.model)).start()
 
 
 def draw(run, done: bool, area, tick: int) -> None:
     with area.container():
-        s = summarize(run)
-        ui.metrics_row(s)
-        marks = None
-        if done and run.meta.method is not None and (base := baseline_for(run)):
-            b = summarize(base)
-            c1, c2 = st.columns(2)
-            c1.metric("target passes saved vs baseline", b.num_steps - s.num_steps)
-            if s.output_tokens_per_s and b.output_tokens_per_s:
-                c2.metric("speed vs baseline", f"{s.output_tokens_per_s / b.output_tokens_per_s:.2f}x")
-            marks = ui_race.baseline_comparison(base, run, run.requests[0], "generated just before")
+        ui.metrics_row(summarize(run))
+        marks = ui_race.versus_live_baseline(run, st.session_state.pg_runs) if done else None
         ui.request_view(run.requests[0], ui.run_caption(run), steps=slice(-40, None), chart_key=f"pg_acc_{tick}",
                         marks=marks, batches=ui.step_batches(run, run.requests[0]))
 
 
-
 def recorded_source() -> None:
-    files = list_run_files()
+    paths = sample_runs()
     with st.sidebar:
-        names = [str(p.relative_to(SAMPLE_RUNS_DIR)) for p in files]
+        names = list(paths)
         if names and st.session_state.get("run_file") not in names:  # open on the best speculative run
             st.session_state.run_file = ui_race.opening_run_name() or names[0]
         choice = st.selectbox("Recorded run (sample_runs/)", names, key="run_file") if names else None
@@ -133,7 +80,7 @@ def recorded_source() -> None:
         st.info("No run files in sample_runs/. Record one with `python -m specviz record ...` or upload one.")
         return
     try:
-        run = load_run_bytes(upload.getvalue() if upload is not None else files[names.index(choice)].read_bytes())
+        run = ui.run_from_bytes(upload.getvalue() if upload is not None else paths[choice].read_bytes())
     except RunFileError as e:
         st.error(f"This file cannot be opened: {e}")
         return
@@ -157,7 +104,7 @@ def local_engine_controls() -> None:
                      help="specviz serves the demo model in float32, where greedy output with drafting is "
                           "identical to the target alone; in bfloat16 near-tied candidates can round the other "
                           "way when k+1 tokens are verified in one pass (the Methods page, 'Is it lossless?')")
-        running = shared_engine().running()
+        running = ui.shared_engine().running()
         st.caption(f"Running: {running.describe()}" if running else "No engine running.")
 
 
@@ -181,11 +128,8 @@ def attached_controls() -> AttachedServer | None:
         st.info("Give the URL of a running vLLM server and press Connect (in the sidebar).")
         return None
     st.markdown(f"**Attached to {server.url}**: serving `{server.model}` with vLLM {server.vllm_version}")
-    last = st.session_state.pg_runs[-1] if st.session_state.pg_runs else None
-    views = server.views(last if last is not None and last.meta.server_url == server.url else None)
-    st.dataframe(pd.DataFrame({"view": [v.name for v in views], "available": ["yes" if v.available else "no"
-                                                                               for v in views],
-                               "why": [v.why for v in views]}), key="pg_views", hide_index=True)
+    views = server.views(last_run_from(server.url, st.session_state.pg_runs))
+    st.dataframe(views_table(views), key="pg_views", hide_index=True)
     ui_untraced.step_view_note(views)
     return server
 
@@ -258,9 +202,9 @@ if race:
         if gen is not None:
             gen.stop()
         st.session_state[ui_race.LIVE_RACE] = ui_race.run_live_race(
-            shared_engine(), st.session_state.pg_model, spec, st.session_state.pg_prompt, dtype=chosen_dtype(),
-            max_tokens=st.session_state.pg_max_tokens, temperature=st.session_state.pg_temperature,
-            tokenizer=tokenizer_for(st.session_state.pg_model))
+            ui.shared_engine(), st.session_state.pg_model, spec, st.session_state.pg_prompt,
+            dtype=engine_dtype(st.session_state.pg_dtype), max_tokens=st.session_state.pg_max_tokens,
+            temperature=st.session_state.pg_temperature, tokenizer=ui.cached_tokenizer(st.session_state.pg_model))
         ui_race.start_race("pg_live_race_view")
 
 engine_note = st.container()  # the engine's error, when it failed, above the output
@@ -277,8 +221,7 @@ else:
         tick += 1
         if not done:
             time.sleep(0.2)
-    if all(r.meta.run_id != run.meta.run_id for r in st.session_state.pg_runs):
-        st.session_state.pg_runs.append(run)
+    st.session_state.pg_runs = with_run(st.session_state.pg_runs, run)
     if run.meta.incomplete_reason and not run.meta.engine_error:  # engine_note shows the engine's own error
         c5.caption(f"({run.meta.incomplete_reason})")
     with engine_note:
@@ -295,12 +238,11 @@ st.caption("Type a prompt and a draft continuation: the running target verifies 
 v1, v2 = st.columns(2)
 v1.text_input("Prompt", key="pg_verify_prompt", value="The weather today is")
 v2.text_input("Draft continuation", key="pg_verify_draft", value=" sunny and warm outside")
-if st.button("Verify the draft", key="pg_verify", disabled=shared_engine().running() is None,
+if st.button("Verify the draft", key="pg_verify", disabled=ui.shared_engine().running() is None,
              help="needs a running engine: press Generate above first"):
-    engine = shared_engine()
-    config = engine.running()
+    engine = ui.shared_engine()
     try:
-        v = verify_draft(engine.server.url, engine.server.model, tokenizer_for(config.model),
+        v = verify_draft(engine.server.url, engine.server.model, ui.cached_tokenizer(engine.running().model),
                          st.session_state.pg_verify_prompt, st.session_state.pg_verify_draft)
     except VerifyError as e:
         st.error(str(e))
@@ -308,11 +250,4 @@ if st.button("Verify the draft", key="pg_verify", disabled=shared_engine().runni
         st.markdown(render.CSS, unsafe_allow_html=True)
         st.markdown(f"**{render.step_summary(v.to_step())}**")
         st.markdown(f'<div style="font-size:1.4em">{render.step_html(v.to_step())}</div>', unsafe_allow_html=True)
-        st.dataframe(pd.DataFrame({
-            "position": [p.index + 1 for p in v.positions],
-            "draft token": [repr(p.draft.text) for p in v.positions],
-            "verdict": [p.status for p in v.positions],
-            "target's token": [repr(p.target.token.text) for p in v.positions],
-            "target's top alternatives (logprob)": [
-                ", ".join(f"{t.text!r} ({t.logprob:.2f})" for t in p.target.top) for p in v.positions],
-        }), key="pg_verify_table", hide_index=True)
+        st.dataframe(verify_table(v), key="pg_verify_table", hide_index=True)

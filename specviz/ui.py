@@ -1,4 +1,8 @@
-"""The Streamlit edge: drawing helpers shared by the pages. The only specviz module that imports streamlit."""
+"""The Streamlit edge: drawing helpers shared by the pages, the caches they share and the engine start.
+
+Only the ui*.py modules of specviz import streamlit: this one (what several pages use), ui_race.py (the
+race), ui_textbook.py (the formulas) and ui_untraced.py (the step view without the tracer).
+"""
 
 from __future__ import annotations
 
@@ -12,10 +16,14 @@ import streamlit as st
 from . import render, showcase
 from .charts import timeline
 from .charts.acceptance import acceptance_per_position
-from .config import describe_spec, short_model_name
+from .config import ConfigError, describe_spec, short_model_name
 from .metrics import Summary, count_acceptance, request_acceptance_length, summarize
 from .platforms import pitfall_hints
 from .runfile import SAMPLE_RUNS_DIR, Request, Run, RunFileError, draft_batches, load_run
+from .serving.local import LocalServer
+from .serving.recording import load_tokenizer
+from .serving.server import EngineError
+from .serving.shared import EngineBusy, EngineConfig, SharedEngine
 from .sweep import Sweep, SweepError, load_sweep
 from .sweep_table import sweep_table
 from .ui_untraced import untraced_request_view
@@ -71,6 +79,48 @@ def engine_failure(run: Run) -> None:
     if run.meta.engine_error:
         st.error("The vLLM engine failed during this run. Its own error, from the server's log:")
         st.code(run.meta.engine_error, language=None)
+
+
+# ---- the local engine and the caches the Playground shares across reruns ----------------------------
+
+@st.cache_resource
+def shared_engine() -> SharedEngine:
+    """The one local vLLM engine of this app process, shared by every session (serving.shared)."""
+    return SharedEngine()
+
+
+@st.cache_resource
+def cached_tokenizer(model: str):
+    """serving.recording.load_tokenizer, loaded once per model folder for the whole app process."""
+    return load_tokenizer(model)
+
+
+@st.cache_data(show_spinner=False)
+def run_from_bytes(data: bytes) -> Run:
+    """A run file's bytes (an upload or a sample) as a Run, parsed once per content."""
+    return load_run(data)
+
+
+def start_engine(engine: SharedEngine, config: EngineConfig) -> LocalServer | None:
+    """The running server for `config`: started if need be, with its log shown while it starts;
+    None, with the reason shown (busy with another session's engine, or it did not start), if it failed."""
+    if engine.running() == config:
+        return engine.ensure(config, session_id())
+    with st.status(f"Starting vLLM: {config.describe()}", expanded=True) as status:
+        log = st.empty()
+        try:
+            server = engine.ensure(config, session_id(),
+                                   progress=lambda elapsed, tail: log.code(f"{elapsed:.0f} s\n{tail}"))
+        except EngineBusy as e:
+            status.update(label="Engine busy", state="error")
+            st.warning(str(e))
+            return None
+        except (EngineError, ConfigError) as e:
+            status.update(label="vLLM did not start", state="error")
+            st.error(str(e))
+            return None
+        status.update(label=f"vLLM ready after {server.ready_after_s:.0f} s", state="complete", expanded=False)
+    return server
 
 
 def run_notes(run: Run, s: Summary) -> None:

@@ -1,8 +1,9 @@
 """The race's Streamlit edge (beside specviz/ui.py): presenter controls, the replay loop, the recorded pair
-and the live race. The logic is specviz.race (pure); this module only keeps state and draws.
+and the live race. The model and pairing are specviz.race (pure), the HTML specviz.view.race_html; this
+module keeps the session state and draws (engines start through ui.start_engine).
 
 Replay: the server keeps the race clock (replay time advances by the wall time since the last draw
-times the chosen speed) and draws `race.race_html` at it; while playing, `race.replay_script` moves
+times the chosen speed) and draws `race_html` at it; while playing, `replay_script` moves
 the clock and the lanes on in the browser, and a timer redraws the track at the finish line.
 Pause, step and restart are buttons with callbacks (so the next run already sees their effect);
 when the race reaches its end the fragment reruns the page once, which stops the timer.
@@ -18,9 +19,9 @@ from html import escape
 import streamlit as st
 
 from . import render, ui
-from .config import ConfigError
 from .divergence import RequestComparison, compare_requests, is_greedy, shared_dtype
 from .headline import baseline_headline, headline, headline_html
+from .metrics import summarize
 from .race import (
     EPS_S,
     SPEEDS,
@@ -31,19 +32,19 @@ from .race import (
     find_baseline,
     is_baseline,
     is_speculative,
+    latest_baseline,
     matching_request,
     race_for,
-    race_html,
     raceable_requests,
     raced_against,
-    replay_script,
     spec_label,
 )
 from .runfile import SAMPLE_RUNS_DIR, Request, Run, RunFileError, list_run_files, load_run
 from .serving.recording import record
 from .serving.server import EngineError
-from .serving.shared import EngineBusy, EngineConfig, SharedEngine
+from .serving.shared import EngineConfig, SharedEngine
 from .showcase import example_step, opening_run
+from .view.race_html import race_html, replay_script
 
 # The browser's replay presses the hidden "finished" button when it reaches the finish line; this timer
 # (the replay's remaining wall time plus this) redraws the page in case it did not, e.g. without JavaScript.
@@ -148,7 +149,7 @@ def race_view(race: Race, key: str) -> None:
     st.button("finished", key=f"{key}_done", on_click=_finish, args=(race, key))
     st.html(f"<style>.st-key-{key}_done{{display:none}}</style>")
 
-    # While it plays, the browser moves the clock and the lanes (race.replay_script): a server tick per
+    # While it plays, the browser moves the clock and the lanes (replay_script): a server tick per
     # frame stuttered (clock jumps of 0.6-2.7 s on a busy 2-core machine). The server draws the track once
     # and once more after the finish line, when its timer (the replay's remaining wall time) fires.
     remaining_wall_s = (race.duration_s - t) / s[k["speed"]] + END_SLACK_S
@@ -305,30 +306,27 @@ def recorded_run_with_race(run: Run, name: str | None) -> None:
                          headline_markup=_headline_markup(run, pair, raced_by))
 
 
+# ---- a live generation against the baseline made before it (Playground > Local engine) -----------
+
+def versus_live_baseline(run: Run, earlier: list[Run]) -> dict[int, str] | None:
+    """Under a finished speculative generation: target passes saved and speed against the baseline of its
+    prompt generated before it (race.latest_baseline), and whether the outputs are the same.
+
+    Returns the token to mark where the outputs part ({index: hover text}); None without a baseline."""
+    base = latest_baseline(run, earlier) if run.meta.method is not None else None
+    if base is None:
+        return None
+    s, b = summarize(run), summarize(base)
+    c1, c2 = st.columns(2)
+    c1.metric("target passes saved vs baseline", b.num_steps - s.num_steps)
+    if s.output_tokens_per_s and b.output_tokens_per_s:
+        c2.metric("speed vs baseline", f"{s.output_tokens_per_s / b.output_tokens_per_s:.2f}x")
+    return baseline_comparison(base, run, run.requests[0], "generated just before")
+
+
 # ---- the live race (Playground > Local engine) ---------------------------------------------------
 
 LIVE_RACE = "pg_live_race"
-
-
-def _engine_for(engine: SharedEngine, config: EngineConfig) -> object | None:
-    """The running server for `config`, starting it with its log shown; None (with the error shown) if it fails."""
-    if engine.running() == config:
-        return engine.ensure(config, ui.session_id())
-    with st.status(f"Starting vLLM: {config.describe()}", expanded=True) as status:
-        log = st.empty()
-        try:
-            server = engine.ensure(config, ui.session_id(),
-                                   progress=lambda elapsed, tail: log.code(f"{elapsed:.0f} s\n{tail}"))
-        except EngineBusy as e:
-            status.update(label="Engine busy", state="error")
-            st.warning(str(e))
-            return None
-        except (EngineError, ConfigError) as e:
-            status.update(label="vLLM did not start", state="error")
-            st.error(str(e))
-            return None
-        status.update(label=f"vLLM ready after {server.ready_after_s:.0f} s", state="complete", expanded=False)
-    return server
 
 
 def run_live_race(engine: SharedEngine, model: str, spec, prompt: str, *, max_tokens: int, temperature: float,
@@ -343,7 +341,7 @@ def run_live_race(engine: SharedEngine, model: str, spec, prompt: str, *, max_to
     order = sorted(configs, key=lambda name: configs[name] != engine.running())
     runs: dict[str, Run] = {}
     for name in order:
-        server = _engine_for(engine, configs[name])
+        server = ui.start_engine(engine, configs[name])
         if server is None:
             return None
         with st.status(f"Generating with {configs[name].describe()} (after a warm-up request)") as status:

@@ -34,6 +34,7 @@ from specviz.files import REPO_DIR as ROOT  # noqa: E402
 from specviz.render import output_roles, step_roles  # noqa: E402
 from specviz.runfile import SAMPLE_RUNS_DIR, Request, Step, list_run_files, load_run, save_run  # noqa: E402
 from specviz.showcase import example_step, opening_request, opening_run  # noqa: E402
+from specviz.view import race_html  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
@@ -264,7 +265,7 @@ def test_newcomer_sees_speculation_on_the_first_screen_and_races_it(page):
     sync_api.expect(result).to_be_visible(timeout=TIMEOUT_MS)  # the replay takes a few seconds
     sync_api.expect(result).to_contain_text(f"finished {the_race.speedup:.2f}x faster")
     sync_api.expect(page.locator(".sv-lane-spec .sv-flag-done")).to_contain_text(
-        f"finished in {race._fmt_s(the_race.speculative.finish_s)}")
+        f"finished in {race_html._fmt_s(the_race.speculative.finish_s)}")
     sync_api.expect(page.locator(".sv-lane-spec .sv-stat b").nth(1)).to_have_text(
         str(the_race.speculative.num_passes))  # target passes, counted up to the recorded total
     sync_api.expect(page.locator(".sv-lane-spec span.sv-accepted").first).to_be_visible()
@@ -275,7 +276,7 @@ def test_newcomer_sees_speculation_on_the_first_screen_and_races_it(page):
 
 
 # Records (ms since page load, text) each time the race clock's text changes while the browser plays the race
-# (race.replay_script marks the track sv-live), as the browser shows it; and when the race was asked for.
+# (race_html.replay_script marks the track sv-live), as the browser shows it; and when the race was asked for.
 CLOCK_RECORDER_JS = """() => {
   window.__clock = [];
   window.__clicked = performance.now();

@@ -11,6 +11,7 @@ from conftest import make_run
 from specviz import race, showcase
 from specviz.race import Lane, Race, advance, find_baseline, matching_request
 from specviz.runfile import SAMPLE_RUNS_DIR, Request, Step, StreamChunk, list_run_files, load_run
+from specviz.view import race_html
 
 PROMPT = "<|user|>Rename total to subtotal<|assistant|>"
 OUTPUT = [11, 12, 13, 14, 15, 16]
@@ -190,7 +191,7 @@ def test_the_track_escapes_token_text():
                                   "draft_texts": ["<img src=x>"] * len(s.draft_token_ids)}) for s in req.steps]
     evil = req.model_copy(update={"steps": steps})
     the_race = Race(Lane.from_request(baseline_request(), "baseline"), Lane.from_request(evil, "<b>ngram</b>"))
-    html = race.race_html(the_race, the_race.at(2.0), 1.0)
+    html = race_html.race_html(the_race, the_race.at(2.0), 1.0)
     assert "<script>" not in html and "&lt;script&gt;x()&lt;/script&gt;" in html
     assert "<b>ngram</b>" not in html and "&lt;b&gt;ngram&lt;/b&gt;" in html
     assert 'class="sv-result"' in html and "finished 1.67x faster" in html
@@ -199,15 +200,15 @@ def test_the_track_escapes_token_text():
 def test_the_track_holds_the_whole_output_for_the_browser_to_replay():
     the_race = Race(Lane.from_request(baseline_request(), "baseline"),
                     Lane.from_request(speculative_request(), "ngram k=3"))
-    html = race.race_html(the_race, the_race.at(0.5), 1.0, "abc123")
+    html = race_html.race_html(the_race, the_race.at(0.5), 1.0, "abc123")
     assert 'class="sv-replay sv-replay-abc123"' in html
     assert 'class="sv-result sv-later"' in html  # the finish line, hidden until the replay reaches it
     # at 0.5 s the speculative lane shows 4 of its 6 tokens (the worked example); the other pieces are hidden
     spec_lane = html[html.index('sv-lane sv-lane-spec'):]
     assert spec_lane.count("sv-later") == 6 - the_race.at(0.5).speculative.tokens
-    script = race.replay_script(the_race, 0.5, 2.0, "abc123")
+    script = race_html.replay_script(the_race, 0.5, 2.0, "abc123")
     data = json.loads(re.search(r"const D = (\{.*?\}), id", script).group(1))
     assert data["t0"] == 0.5 and data["speed"] == 2.0 and data["lanes"][1]["tok"] == [1, 4, 6]
     assert data["lanes"][1]["ev"] == pytest.approx([0.2, 0.45, 0.7])
     with pytest.raises(ValueError, match="letters, digits and _"):
-        race.replay_script(the_race, 0.5, 2.0, 'x"><script>')
+        race_html.replay_script(the_race, 0.5, 2.0, 'x"><script>')

@@ -1,0 +1,81 @@
+"""What the Playground page (app_pages/playground.py) works out, as plain functions: the speculative config its
+controls describe, the dtype to serve in, which runs it keeps, and its two tables. No Streamlit.
+
+The page reads its widgets, calls these, and places what they return.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from .config import SpecConfig
+from .runfile import SAMPLE_RUNS_DIR, Run, list_run_files
+
+if TYPE_CHECKING:  # types only: the page imports these modules itself
+    from .serving.attached import View
+    from .verify import DraftVerification
+
+PLAYGROUND_METHODS = ["none", "ngram", "draft_model", "eagle", "eagle3", "suffix"]
+DEFAULT_DTYPE = "specviz's default"  # demo_model.default_dtype: float32 for the demo model, else vLLM's auto
+DTYPES = [DEFAULT_DTYPE, "float32", "bfloat16", "auto"]
+
+
+def spec_from_choices(method: str, k: int, lookup_min: int, lookup_max: int, draft_model: str) -> SpecConfig | None:
+    """The speculative config the Playground's controls describe (None for "none": no drafting).
+
+    ngram takes its lookup window; a drafter's model folder is passed when one is typed. Raises ConfigError
+    if vLLM would refuse it, or if a local engine cannot run it (SpecConfig.check_local_engine).
+    """
+    if method == "none":
+        return None
+    d = {"method": method, "num_speculative_tokens": k}
+    if method == "ngram":
+        d |= {"prompt_lookup_min": lookup_min, "prompt_lookup_max": lookup_max}
+    elif draft_model:
+        d["model"] = draft_model
+    spec = SpecConfig.from_dict(d)
+    spec.check_local_engine()
+    return spec
+
+
+def engine_dtype(choice: str) -> str | None:
+    """The dtype to start the engine with: None (specviz's default) or the one chosen."""
+    return None if choice == DEFAULT_DTYPE else choice
+
+
+def sample_runs() -> dict[str, Path]:
+    """Every run file in sample_runs/, by its name relative to that folder."""
+    return {str(p.relative_to(SAMPLE_RUNS_DIR)): p for p in list_run_files()}
+
+
+def with_run(runs: list[Run], run: Run) -> list[Run]:
+    """`runs` with `run` appended, unless a run of its id is there already (a page rerun draws it again)."""
+    return runs if any(r.meta.run_id == run.meta.run_id for r in runs) else [*runs, run]
+
+
+def last_run_from(server_url: str, runs: Sequence[Run]) -> Run | None:
+    """The latest run, if it was generated on the server at `server_url` (it tells what that server sends)."""
+    last = runs[-1] if runs else None
+    return last if last is not None and last.meta.server_url == server_url else None
+
+
+def views_table(views: Sequence[View]) -> pd.DataFrame:
+    """What specviz can show for an attached server: one row per view, available or not, and why."""
+    return pd.DataFrame({"view": [v.name for v in views], "available": ["yes" if v.available else "no" for v in views],
+                         "why": [v.why for v in views]})
+
+
+def verify_table(v: DraftVerification) -> pd.DataFrame:
+    """One row per draft token: its verdict, the target's own token there and the target's top alternatives."""
+    return pd.DataFrame({
+        "position": [p.index + 1 for p in v.positions],
+        "draft token": [repr(p.draft.text) for p in v.positions],
+        "verdict": [p.status for p in v.positions],
+        "target's token": [repr(p.target.token.text) for p in v.positions],
+        "target's top alternatives (logprob)": [
+            ", ".join(f"{t.text!r} ({t.logprob:.2f})" for t in p.target.top) for p in v.positions],
+    })
