@@ -369,7 +369,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_methods(args: argparse.Namespace) -> int:
-    from .catalog import TrialsFileError, catalog, catalog_json, catalog_table, default_trials, load_trials
+    from .catalog import catalog, catalog_json
+    from .method_trials import TrialsFileError, default_trials, load_trials
+    from .methods_view import catalog_table
 
     if args.trials:
         try:

@@ -15,6 +15,10 @@
    With U=2: N = 13, L(3) = 13/6 = 2.167, L(2) = 1.887, L(1) = 1.569; the baseline has L(0) = 1.
    The drafted share of the steps at k is f(k) = D(k) / (U + D(k)): f(3) = 0.667, f(1) = 0.759.
 
+The cut is valid only for drafters whose first j drafts do not depend on k: drafter_refusal says
+why a configuration is refused (dflash, dspark, parallel drafting, ...), CUT_IS_VALID why it
+is valid for the others, and MIN_DRAFTED_STEPS how many drafted steps a histogram needs before it is cut.
+
 Leviathan et al. 2023's closed form with one per-token acceptance a, (1 - a^(k+1)) / (1 - a)
 tokens per drafted step, is here for the comparison line (fit_leviathan_rate).
 """
