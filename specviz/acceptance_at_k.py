@@ -1,7 +1,7 @@
-"""Acceptance and tokens per target pass at a smaller k, cut from a run at K (tuning.py's steps 1 and 2).
+"""Acceptance and tokens per target pass at a smaller k, cut from a run at K (prediction.py's steps 1 and 2).
 
 1. Acceptance: cut the recorded histogram at k. For drafters whose first j drafts do not depend on
-   k (see tuning.drafter_refusal), running at k <= K proposes exactly the first k of the drafts the
+   k (see drafter_refusal below), running at k <= K proposes exactly the first k of the drafts the
    run at K proposed, and the target accepts the same prefix of them, so a step that accepted a of
    K drafts accepts min(a, k) of k.
    Worked example, K=3, accepted_histogram [1, 1, 0, 2] (4 drafted steps accepting 0, 1, 3, 3):
@@ -15,13 +15,26 @@
    With U=2: N = 13, L(3) = 13/6 = 2.167, L(2) = 1.887, L(1) = 1.569; the baseline has L(0) = 1.
    The drafted share of the steps at k is f(k) = D(k) / (U + D(k)): f(3) = 0.667, f(1) = 0.759.
 
+The cut is valid only for drafters whose first j drafts do not depend on k: drafter_refusal says
+why a configuration is refused (dflash, dspark, parallel drafting, ...), CUT_IS_VALID why it
+is valid for the others, and MIN_DRAFTED_STEPS how many drafted steps a histogram needs before it is cut.
+
 Leviathan et al. 2023's closed form with one per-token acceptance a, (1 - a^(k+1)) / (1 - a)
 tokens per drafted step, is here for the comparison line (fit_leviathan_rate).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .metrics import StepFigures
+
+if TYPE_CHECKING:
+    from .config import SpecConfig
+
+# Below this many drafted steps one lucky or unlucky request moves the mean acceptance length by
+# more than the differences between neighbouring k: refuse rather than recommend from noise.
+MIN_DRAFTED_STEPS = 30
 
 
 def expected_accepted(histogram: list[int], k: int) -> float:
@@ -95,3 +108,51 @@ def fit_leviathan_rate(length: float, k: int) -> float:
         lo, hi = (mid, hi) if leviathan_tokens_per_step(mid, k) < length else (lo, mid)
     return (lo + hi) / 2
 
+
+# ---- when the cut is valid ---------------------------------------------------------------------
+
+# Why a method's drafts at k are not the first k drafts of a run at K (decided from vLLM's V1 code).
+_METHOD_REFUSALS = {
+    "dflash": "dflash drafts a whole block in one forward pass: one bonus query plus k mask queries "
+              "that can attend to each other, trained at one block size, so the draft at position j "
+              "depends on k; a run at K says nothing about a run at k",
+    "dspark": "dspark drafts k tokens in parallel (parallel drafting, block width tied to the "
+              "checkpoint's block_size) and can size verification adaptively, so its drafts depend on k",
+    "mlp_speculator": "vLLM's V1 engine has no mlp_speculator proposer (the model runner rejects the "
+                      "method), so there is no traced run to predict from",
+    "custom_class": "a custom proposer can draft anything for any k; specviz cannot know that its first "
+                    "j drafts do not depend on k",
+}
+# Why the cut is valid (shown in the page's explanation).
+CUT_IS_VALID = {
+    "ngram": "prompt lookup copies the tokens after the longest match; at k it copies the first k of them",
+    "ngram_gpu": "prompt lookup copies the tokens after the longest match; at k it copies the first k of them",
+    "suffix": "suffix decoding follows the most likely path of its suffix tree; k caps the path's length",
+    "draft_model": "the draft model proposes one token at a time; the first j do not see k",
+    "eagle": "the EAGLE head proposes one token at a time from the previous one; the first j do not see k",
+    "eagle3": "the EAGLE-3 head proposes one token at a time from the previous one; the first j do not see k",
+    "mtp": "MTP layers propose one token at a time (reused autoregressively); the first j do not see k",
+    "medusa": "vLLM builds k Medusa heads and head j predicts position j from the target's hidden state "
+              "alone, so the first k heads of a run at K propose the same drafts",
+}
+
+
+def drafter_refusal(spec: SpecConfig | None) -> str | None:
+    """Why runs of this drafting configuration cannot be cut at a smaller k, or None if they can."""
+    if spec is None:
+        return "no drafting: there is nothing to cut"
+    method, config = spec.method, spec.to_vllm()
+    if method in _METHOD_REFUSALS:
+        return _METHOD_REFUSALS[method]
+    if method not in CUT_IS_VALID:
+        return f"method {method!r}: specviz does not know whether its first j drafts depend on k"
+    if config.get("parallel_drafting"):
+        return ("parallel_drafting is on: all k drafts come from one pass with mask tokens (P-EAGLE, PARD), "
+                "so the draft at position j depends on k")
+    if config.get("rejection_sample_method") in ("block", "synthetic"):
+        return (f"rejection_sample_method={config['rejection_sample_method']!r}: acceptance is not decided one "
+                "draft at a time by the target, so cutting the recorded acceptance at k is not valid")
+    if spec.schedule:
+        return ("num_speculative_tokens_per_batch_size is set: k followed the batch size, so the run did not "
+                "draft a fixed K per step; it is measured as a row of its own, not cut")
+    return None

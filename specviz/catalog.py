@@ -10,7 +10,8 @@
 literal (so a newer vLLM's methods appear without code changes, as "unknown to this specviz
 version" until described here), plus every method described here that the installed vLLM lacks,
 marked `installed=False`. Trial results from `scripts/try_methods.py`
-(`sample_runs/method_trials.json`) add "tried here" lines to `known_to_run`.
+(`sample_runs/method_trials.json`, read by `specviz.method_trials`) add "tried here" lines to
+`known_to_run`. The tables the Methods page and `specviz methods` show are in `specviz.methods_view`.
 
 The descriptions follow the installed vLLM (0.32) source and vLLM's docs; example checkpoints are
 the ones those name. The installed vLLM's method and field names come from `specviz.vllm_methods`;
@@ -20,14 +21,13 @@ the worked example ("sunny and warm outside") is drawn by `specviz.walkthrough`.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, computed_field
+from pydantic import Field, computed_field
 
 from . import vllm_methods
-from .base import Frozen, SpecvizError
-from .files import SAMPLE_RUNS_DIR, Wording, first_error, read_versioned_json
+from .base import Frozen
+from .method_trials import MethodTrials, acceptance_lengths, failure_reasons, once
 
 Family = Literal[
     "model-free lookup",
@@ -434,85 +434,7 @@ def is_mtp_alias(m: MethodInfo) -> bool:
     return m.alias_of == "mtp" and m.family == "native MTP (built into the target)"
 
 
-# ---- trial results (scripts/try_methods.py) ----------------------------------------------------
-
-TRIALS_FILE_KIND = "specviz.method_trials"
-DEFAULT_TRIALS_PATH = SAMPLE_RUNS_DIR / "method_trials.json"
-
-
-class TrialsFileError(SpecvizError, ValueError):
-    """A trials file that cannot be used; the message says why."""
-
-
-class MethodTrial(Frozen):
-    method: str
-    target: str
-    draft: str | None
-    ran: bool
-    error: str | None
-    mean_acceptance_length: float | None
-    note: str
-
-
-class MethodTrials(Frozen):
-    kind: Literal["specviz.method_trials"] = TRIALS_FILE_KIND
-    vllm_version: str
-    platform: str
-    device_name: str
-    created_at: str
-    trials: list[MethodTrial]
-
-
-# A trials file has no schema_version; its refusals keep the wording they had before the shared loader.
-_TRIALS_WORDING = Wording(
-    missing="{source} does not exist",
-    unreadable="{name} is not a JSON file ({error})",
-    not_json="{name} is not a JSON file ({error})",
-    wrong_kind="{name} is not a specviz method-trials file: its 'kind' is {found!r}, expected {kind!r}",
-)
-
-
-def load_trials(path: str | Path = DEFAULT_TRIALS_PATH) -> MethodTrials:
-    """Read a method-trials file; raise TrialsFileError naming the problem."""
-    path = Path(path)
-    data = read_versioned_json(path, kind=TRIALS_FILE_KIND, versions=None, error=TrialsFileError,
-                               label="method-trials", name=path.name, wording=_TRIALS_WORDING)
-    try:
-        return MethodTrials.model_validate(data)
-    except ValidationError as e:
-        raise TrialsFileError(f"{path.name}: invalid trials file {first_error(e)}") from None
-
-
-def default_trials() -> tuple[MethodTrials | None, str | None]:
-    """(the trials in sample_runs/, or None, and why they could not be read if the file is there but bad)."""
-    if not DEFAULT_TRIALS_PATH.exists():
-        return None, None
-    try:
-        return load_trials(DEFAULT_TRIALS_PATH), None
-    except TrialsFileError as e:
-        return None, str(e)
-
-
-def first_line(text: str | None) -> str:
-    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
-    return lines[0] if lines else "no error message"
-
-
-def _once(items) -> list:
-    """The items in first-seen order, each once."""
-    return list(dict.fromkeys(items))
-
-
-def _lengths(trials: list[MethodTrial]) -> str:
-    """'2.20 (tiny-llama-2L), 2.25 (SmolLM2-135M-Instruct)': each target's mean acceptance length once."""
-    by_target = {t.target: t.mean_acceptance_length for t in trials if t.mean_acceptance_length is not None}
-    return ", ".join(f"{length:.2f} ({target})" for target, length in by_target.items())
-
-
-def _reasons(trials: list[MethodTrial]) -> str:
-    """The first line of each distinct error, once."""
-    return "; ".join(_once(first_line(t.error) for t in trials))
-
+# ---- what the trials add (method_trials.py) --------------------------------------------------
 
 def trial_runs(trials: MethodTrials, method: str) -> tuple[KnownRun, ...]:
     """What the trials of `method` say, each thing once: a 'ran' line with the mean acceptance length per
@@ -525,13 +447,13 @@ def trial_runs(trials: MethodTrials, method: str) -> tuple[KnownRun, ...]:
     source = f"tried here with vLLM {trials.vllm_version}"
     out = []
     if ran := [t for t in mine if t.ran]:
-        lengths = _lengths(ran)
+        lengths = acceptance_lengths(ran)
         out.append(KnownRun(platform=trials.platform, outcome="ran", source=source,
                             detail=f"mean acceptance length {lengths}" if lengths else ""))
     if failed := [t for t in mine if not t.ran]:
-        targets = ", ".join(_once(t.target for t in failed))
+        targets = ", ".join(once(t.target for t in failed))
         out.append(KnownRun(platform=trials.platform, outcome="failed", source=source,
-                            detail=f"{_reasons(failed)} (Llama-architecture target {targets})"))
+                            detail=f"{failure_reasons(failed)} (Llama-architecture target {targets})"))
     return tuple(out)
 
 
@@ -541,101 +463,6 @@ def _with_trials(info: MethodInfo, trials: MethodTrials | None) -> MethodInfo:
     # The file is newer evidence for its platform than the design notes.
     kept = [r for r in info.known_to_run if not (r.source == DESIGN_NOTES and r.platform == trials.platform)]
     return info.model_copy(update={"known_to_run": (*kept, *trial_runs(trials, info.name))})
-
-
-def trials_caption(trials: MethodTrials) -> str:
-    """Where and on what the trials ran: a failure here is this platform's and these targets', not the method's."""
-    targets = ", ".join(_once(t.target for t in trials.trials))
-    methods = len(_once(t.method for t in trials.trials))
-    return (f"{len(trials.trials)} trials of {methods} methods on {trials.platform.upper()} ({trials.device_name}) with "
-            f"vLLM {trials.vllm_version}, {trials.created_at[:10]}, with Llama-architecture targets ({targets}; see "
-            "scripts/try_methods.py) and tiny or random-weight drafters: an acceptance length says the method works, "
-            "not how well it drafts, and a failure says it did not run on this platform with this target (the MTP "
-            "methods need a target that has MTP layers).")
-
-
-def trials_table(trials: MethodTrials) -> list[dict[str, Any]]:
-    """One row per method tried: outcome, mean acceptance length per target, why it failed (each reason once),
-    what drafted, and the platform ("–" where there is nothing to say; "ran (retried)": it failed first, e.g.
-    before arctic-inference was installed, and its reason is kept). Methods whose rows would be the same apart from the name share one row
-    (the 28 MTP names that all fail with "Unsupported speculative method: 'mtp'" on a Llama target)."""
-    rows: list[dict[str, Any]] = []
-    for method in _once(t.method for t in trials.trials):
-        mine = [t for t in trials.trials if t.method == method]
-        ran, failed = [t for t in mine if t.ran], [t for t in mine if not t.ran]
-        outcome = ("ran" if not failed else "ran (retried)") if ran else "failed"
-        rows.append({
-            "method": method, "outcome": outcome, "mean acceptance length (target)": _lengths(ran) or "–",
-            "why it failed": _reasons(failed) or "–",
-            "drafter": "; ".join(_once(t.draft for t in mine if t.draft)) or "–",
-            "platform": f"{trials.platform} ({trials.device_name}), vLLM {trials.vllm_version}",
-        })
-    merged: dict[tuple, dict[str, Any]] = {}
-    for row in rows:
-        same = tuple(v for k, v in row.items() if k != "method")
-        if same in merged:
-            merged[same]["method"] += f", {row['method']}"
-        else:
-            merged[same] = dict(row)
-    return list(merged.values())
-
-
-def trial_errors(trials: MethodTrials) -> list[tuple[str, str]]:
-    """(methods, full error) for each distinct error message once, for engineers who want the whole text."""
-    by_error: dict[str, list[str]] = {}
-    for t in trials.trials:
-        if not t.ran and t.error:
-            by_error.setdefault(t.error, [])
-            if t.method not in by_error[t.error]:
-                by_error[t.error].append(t.method)
-    return [(", ".join(methods), error) for error, methods in by_error.items()]
-
-
-# ---- the config builder (Methods page) ----------------------------------------------------------
-
-def after_method_change(previous: str, method: str, *, target: str, draft: str, k: int,
-                        max_k: int) -> dict[str, Any]:
-    """The builder's target, draft and k once the user switches from `previous` to `method`.
-
-    A target the user typed stays; only an empty target or the previous method's example target is
-    replaced by the new method's example. k stays, unless the method allows only one value (fixed_k)
-    or k is out of range. The draft becomes the new method's example draft (another method's draft
-    checkpoint would be wrong).
-
-        after_method_change("ngram", "eagle3", target="my-org/MyTarget-70B", draft="", k=5, max_k=32)
-        -> {"target": "my-org/MyTarget-70B", "draft": <eagle3's example draft>, "k": 5}
-    """
-    info, old = method_info(method), method_info(previous)
-    example = info.examples[0] if info and info.examples else None
-    old_example = old.examples[0].target if old and old.examples else None
-    if example is not None and (not target.strip() or target.strip() == old_example):
-        target = example.target
-    if info is not None and info.fixed_k is not None:
-        k = info.fixed_k
-    k = min(max(k, 1), max_k)
-    return {"target": target, "draft": (example.draft or "") if example else "", "k": k}
-
-
-def merge_other_fields(config: dict[str, Any], text: str) -> dict[str, Any]:
-    """`config` with the JSON object `text` ("Other fields") added; ConfigError if it is not a JSON object
-    or sets a field the builder already set to another value (num_speculative_tokens 7 against the
-    slider's 3 is refused, not silently taken)."""
-    from .config import ConfigError  # config imports this module
-
-    if not text.strip():
-        return dict(config)
-    try:
-        extra = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"other fields are not valid JSON ({e.msg} at column {e.colno})") from None
-    if not isinstance(extra, dict):
-        raise ConfigError("other fields must be a JSON object")
-    clashes = [f"{key} is {json.dumps(extra[key])} there but {json.dumps(config[key])} above"
-               for key in extra if key in config and extra[key] != config[key]]
-    if clashes:
-        raise ConfigError("Other fields disagree with the controls: " + "; ".join(clashes)
-                          + ". Set each field in one place (remove it from Other fields, or change the control).")
-    return config | extra
 
 
 # ---- the catalog as a user sees it -------------------------------------------------------------
@@ -662,51 +489,6 @@ def catalog(trials: MethodTrials | None = None) -> list[MethodInfo]:
 
 def catalog_json(trials: MethodTrials | None = None) -> str:
     return json.dumps([m.model_dump(mode="json") for m in catalog(trials)], indent=2)
-
-
-def catalog_table(entries: list[MethodInfo]) -> str:
-    """A plain-text table for the terminal, one method per line."""
-    rows = [("method", "in vLLM", "family", "drafter receives", "drafts by", "model", "known to run")]
-    for m in entries:
-        rows.append((m.name, "yes" if m.installed else "NO", m.family, " + ".join(m.receives) or "-", m.drafts_by,
-                     m.model, "; ".join(r.text for r in m.known_to_run) or "-"))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in rows)
-
-
-CORE_FAMILIES: tuple[Family, ...] = (
-    "model-free lookup", "separate draft model", "native MTP (built into the target)",
-    "separate MTP drafter sharing the target's KV cache", "target-conditioned draft network",
-)
-
-
-def family_overview(entries: list[MethodInfo]) -> list[dict[str, Any]]:
-    """One row per family present: its methods (aliases counted, not listed), what drafters receive, how they draft."""
-    rows = []
-    families = list(dict.fromkeys([*CORE_FAMILIES, *(m.family for m in entries)]))
-    for family in families:
-        members = [m for m in entries if m.family == family]
-        if not members:
-            continue
-        named = [m.name for m in members if not is_mtp_alias(m)]
-        aliases = len(members) - len(named)
-        rows.append({
-            "family": family,
-            "methods": ", ".join(named) + (f" (+{aliases} model-specific MTP names)" if aliases else ""),
-            "drafter receives": "; ".join(dict.fromkeys(" + ".join(m.receives) for m in members if m.receives)),
-            "drafts by": ", ".join(dict.fromkeys(m.drafts_by for m in members)),
-            "in short": FAMILY_TEXT[family],
-        })
-    return rows
-
-
-def method_rows(entries: list[MethodInfo], *, aliases: bool = False) -> list[dict[str, Any]]:
-    return [{
-        "method": m.name, "in this vLLM": m.installed, "family": m.family,
-        "drafter receives": " + ".join(m.receives), "drafts by": m.drafts_by,
-        "model": m.model + (f": {m.model_role}" if m.model_role and m.model != "unused" else ""),
-        "known to run": "; ".join(r.text for r in m.known_to_run),
-    } for m in entries if aliases or not is_mtp_alias(m)]
 
 
 # ---- settings vLLM accepts but whose engine fails on a platform ------------------------------

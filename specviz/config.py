@@ -425,3 +425,11 @@ def serve_command_text(target_model: str, spec: SpecConfig | None, *, trace: boo
                        python_module: bool = False, multiline: bool = True) -> str:
     return shell_text(serve_command(target_model, spec, trace=trace, port=port, python_module=python_module),
                       multiline=multiline)
+
+
+def python_config(target_model: str, spec: SpecConfig | None) -> str:
+    """The Python form of serve_command_text(..., trace=False): `LLM(model=..., speculative_config={...})`."""
+    if spec is None:
+        return f"from vllm import LLM\n\nllm = LLM(model={target_model!r})  # no speculative_config: no speculation"
+    config = spec.to_python().replace("\n", "\n    ")
+    return f"from vllm import LLM\n\nllm = LLM(\n    model={target_model!r},\n    {config},\n)"

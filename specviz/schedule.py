@@ -1,6 +1,6 @@
 """From the tuner's picks to what ships: confirm the picks by measurement, then a per-batch-size schedule.
 
-    pred = tuning.predict(sweep, "ngram lookup 2-4")
+    pred = prediction.predict(sweep, "ngram lookup 2-4")
     grid = confirmation_grid(sweep, pred, repeats=3)      # the cells that decide
     confirm = sweep_runner.run_sweep(grid, folder)          # measured (resumable), every cell once per round
     rows = confirmation_rows(pred, confirm)                 # per concurrency: predicted, confirmed, baseline
@@ -32,8 +32,8 @@ from pydantic import Field
 
 from .base import Frozen
 from .config import BatchSizeRange, SpecConfig
+from .prediction import Prediction
 from .sweep import BASELINE, Sweep, SweepCell, SweepGrid, drafter_label
-from .tuning import NOT_MEASURED, Prediction
 
 
 class Measured(Frozen):
@@ -212,29 +212,6 @@ def schedule_verdict(result: Tuned) -> list[str]:
                    "(each concurrency's best, which one server config reaches only if the schedule costs nothing).")
     return out
 
-
-def recommendation_table(result: Tuned) -> list[dict]:
-    """The Tuning page's table, one row per concurrency, output tokens/s as 'median (min-max)'; k and its
-    figure in one cell ('k=5: 42.7 (39.2-44.1)') so the table fits a 1280 px screen. Every predicted and
-    confirmed figure has the measured baseline beside it; the schedule's columns only when the export is one."""
-    scheduled = result.exported is not None and bool(result.exported.schedule)
-    rows = []
-    for r in result.rows:
-        base, at_predicted = r.baseline, r.at(r.predicted_k)
-        row = {
-            "concurrency": r.concurrency,
-            "baseline": base.short() if base else NOT_MEASURED,
-            "predicted": f"k={r.predicted_k}: {r.predicted_output_tokens_per_s:.1f}",
-            "predicted k, measured": at_predicted.short() if at_predicted else NOT_MEASURED,
-            "confirmed": f"k={r.confirmed_k}: {r.confirmed.short()}",
-            "speedup": round(r.confirmed.output_tokens_per_s / base.output_tokens_per_s, 2)
-            if base and base.output_tokens_per_s else None,
-        }
-        if scheduled:
-            row["schedule"] = (f"k={result.exported.k_at(r.concurrency)}: "
-                               + (r.schedule.short() if r.schedule else NOT_MEASURED))
-        rows.append(row)
-    return rows
 
 
 def schedule_label(spec: SpecConfig) -> str:

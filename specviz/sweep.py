@@ -31,7 +31,7 @@ from pydantic import Field, ValidationError, computed_field, model_validator
 from .base import Frozen as _Frozen
 from .base import SpecvizError
 from .config import SCHEDULE_FIELD, ConfigError, DraftingFacts, SpecConfig, short_model_name
-from .files import read_versioned_json
+from .files import SAMPLE_RUNS_DIR, read_versioned_json
 from .metrics import (
     StepFigures,
     Summary,
@@ -47,6 +47,7 @@ SWEEP_FILE_KIND = "specviz.sweep"
 SWEEP_SCHEMA_VERSION = 3  # 3: a cell's drafting is one typed spec; 2: one run per repeat; 1: one run, flat
 READABLE_SWEEP_SCHEMA_VERSIONS = (1, 2, 3)
 BASELINE = "baseline"
+SWEEPS_DIR = SAMPLE_RUNS_DIR / "sweeps"  # the recorded sweeps the pages list
 
 
 class SweepError(SpecvizError, ValueError):
@@ -418,6 +419,11 @@ def load_confirmation(sweep_dir: str | Path, drafter: str) -> Sweep | None:
     """The drafter's confirmation sweep, or None when `specviz tune` has not measured one."""
     path = confirmation_folder(sweep_dir, drafter) / "sweep.json"
     return load_sweep(path) if path.exists() else None
+
+
+def list_sweep_files(folder: Path = SWEEPS_DIR) -> list[Path]:
+    """Recorded sweeps: `<folder>/<name>/sweep.json`, sorted by name."""
+    return sorted(folder.glob("*/sweep.json"))
 
 
 # ---- running -----------------------------------------------------------------------------------

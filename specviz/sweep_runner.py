@@ -139,11 +139,11 @@ def run_confirmation(sweep_dir: Path, drafter: str, *, repeats: int = 3, neighbo
     schedule of the picks as one more row (its own rounds, after the candidates'); resumable.
 
     Returns the confirmation sweep and the exported spec (None: no drafting pays anywhere). `callbacks`
-    go to run_sweep; `sweep` and `pred` (its tuning.Prediction for the drafter), when the caller has them
+    go to run_sweep; `sweep` and `pred` (its prediction.Prediction for the drafter), when the caller has them
     already. Raises SweepError when the tuner refuses the drafter as a whole.
     """
+    from .prediction import predict
     from .schedule import confirmation_grid, confirmation_rows, exported_spec
-    from .tuning import predict
 
     sweep = sweep or load_sweep(Path(sweep_dir) / "sweep.json")
     pred = pred or predict(sweep, drafter)

@@ -37,7 +37,7 @@ What specviz measures instead, and how the two meet:
   positive where later drafts are accepted less often than the first, negative where more often.
   Worked: per-position rates 0.8, 0.5, 0.3 (conditional 0.8, 0.625, 0.6) -> measured 1.8, 2.3, 2.6;
   E(k, 0.8) = 1.8, 2.44, 2.952 -> over-promise 0, +6.1%, +13.5% (over_promise).
-- c from a sweep: its step-cost fit (tuning.StepCostFit) prices a pass over C requests as
+- c from a sweep: its step-cost fit (step_cost.StepCostFit) prices a pass over C requests as
   t = base + per_request · max(0, C − knee) + per_drafted_token · C · k. With every request drafting
   k tokens each pass, a request's speedup is E · t_baseline / t = E / (k · c(C) + 1) with
        c(C) = C · per_drafted_token / (base + per_request · max(0, C − knee))
@@ -55,17 +55,20 @@ from __future__ import annotations
 from pydantic import Field
 
 from .acceptance_at_k import (
+    MIN_DRAFTED_STEPS,
     acceptance_rate_per_pos,
     drafted_share,
+    drafter_refusal,
     fit_leviathan_rate,
     leviathan_tokens_per_step,
     mean_acceptance_length,
 )
 from .base import Frozen, SpecvizError
 from .metrics import counted_step_figures, summarize
+from .prediction import provenance
 from .runfile import Run
+from .step_cost import StepCostFit, fit_step_cost
 from .sweep import BASELINE, Sweep
-from .tuning import MIN_DRAFTED_STEPS, StepCostFit, drafter_refusal, fit_step_cost, provenance
 
 FORMULA_KS = list(range(1, 9))  # E(k) and the break-even α are drawn for k = 1..8
 

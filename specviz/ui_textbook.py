@@ -9,10 +9,10 @@ import streamlit as st
 from . import textbook, ui, ui_race
 from .charts import sweeps as sweep_charts
 from .charts import textbook as charts
+from .prediction import drafters, recorded_ks
 from .runfile import Run
-from .sweep import Sweep
+from .sweep import Sweep, list_sweep_files
 from .textbook import TextbookError
-from .tuning import drafters, list_sweep_files, recorded_ks
 
 EXAMPLE_RUN = "showcase/ngram-k3-edit-c1.json.gz"  # the run the section opens on, when present
 CPU_NOTE = "CPU figures, not GPU figures"

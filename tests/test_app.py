@@ -94,7 +94,7 @@ def test_step_through_walks_one_step_at_a_time(app):
 
 import json  # noqa: E402
 
-from specviz import tuning  # noqa: E402
+from specviz import sweep as tuning  # noqa: E402
 from specviz.references import MINIMAX_M3_EAGLE3_SPEED_BENCH  # noqa: E402
 from specviz.sweep import BASELINE, load_sweep, save_sweep  # noqa: E402
 from specviz.sweep_table import TABLE_COLUMNS, sweep_table  # noqa: E402
@@ -243,13 +243,14 @@ def test_methods_page_walks_the_weather_step_and_exports_a_config():
 
 # ---- tuning page ---------------------------------------------------------------------------------
 
+from specviz import prediction as _tuning  # noqa: E402
 from specviz import schedule as _schedule  # noqa: E402
-from specviz import tuning as _tuning  # noqa: E402
+from specviz import sweep as _sweep  # noqa: E402
+from specviz.config import serve_command_text as _serve_command_text  # noqa: E402
 from specviz.sweep import BASELINE as _BASELINE  # noqa: E402
 from specviz.sweep import load_confirmation as _load_confirmation  # noqa: E402
 from specviz.sweep import load_sweep as _load_sweep  # noqa: E402
 from specviz.sweep_table import sweep_table as _sweep_table  # noqa: E402
-from specviz.tuning import serve_command as _serve_command  # noqa: E402
 
 
 def _tune_page() -> AppTest:
@@ -266,7 +267,7 @@ def _tune_chart(at: AppTest, key: str) -> dict:
 
 
 def _tune_sample():
-    files = _tuning.list_sweep_files()
+    files = _sweep.list_sweep_files()
     assert files, "sample_runs/sweeps/ must hold at least one recorded sweep"
     sweep = _load_sweep(files[0])
     return files[0].parent.name, sweep, _tuning.drafters(sweep)[0]
@@ -301,8 +302,8 @@ def test_the_tuning_page_exports_the_recommendation_not_the_slider():
     at = _tune_page()
     name, sweep, drafter = _tune_sample()
     pred = _tuning.predict(sweep, drafter)
-    result = _schedule.tuned(pred, sweep, _load_confirmation(_tuning.SWEEPS_DIR / name, drafter))
-    exported = _serve_command(sweep.grid.target_model, result.exported)
+    result = _schedule.tuned(pred, sweep, _load_confirmation(_sweep.SWEEPS_DIR / name, drafter))
+    exported = _serve_command_text(sweep.grid.target_model, result.exported, trace=False)
     _, _, k_key = _tune_keys(name, drafter, max(_tuning.recorded_ks(sweep, drafter)))
     for k in (1, 2):
         at.slider(key=k_key).set_value(k).run()
@@ -319,7 +320,7 @@ def test_the_tuning_page_exports_the_recommendation_not_the_slider():
 
 
 def test_the_drafter_selector_resets_when_the_sweep_changes():
-    files = _tuning.list_sweep_files()
+    files = _sweep.list_sweep_files()
     if len(files) < 2:
         pytest.skip("needs two recorded sweeps")
     at = _tune_page()
@@ -403,14 +404,14 @@ def test_the_slider_stops_at_the_recorded_k_it_predicts_from():
 
 
 def test_tuning_page_without_sweeps_says_how_to_record_one(monkeypatch):
-    monkeypatch.setattr(_tuning, "list_sweep_files", lambda: [])
+    monkeypatch.setattr(_sweep, "list_sweep_files", lambda: [])
     at = _tune_page()
     assert any("No recorded sweep" in i.value for i in at.info)
     assert not at.get("plotly_chart")
 
 
 def test_methods_page_shows_the_trials_that_ran_and_the_errors_of_those_that_did_not(tmp_path, monkeypatch):
-    from specviz import catalog
+    from specviz import method_trials as catalog
 
     path = tmp_path / "method_trials.json"
     path.write_text(json.dumps({

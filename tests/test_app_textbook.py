@@ -7,8 +7,7 @@ from streamlit.testing.v1 import AppTest
 
 from specviz import textbook
 from specviz.runfile import SAMPLE_RUNS_DIR, load_run
-from specviz.sweep import load_sweep
-from specviz.tuning import list_sweep_files
+from specviz.sweep import list_sweep_files, load_sweep
 from specviz.ui_textbook import EXAMPLE_RUN
 
 

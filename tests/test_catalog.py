@@ -7,10 +7,11 @@ import shlex
 
 import pytest
 
-from specviz import catalog, config, vllm_methods
+from specviz import catalog, config, config_builder, method_trials, methods_view, vllm_methods
 from specviz.__main__ import main
-from specviz.catalog import DESCRIBED, TrialsFileError, load_trials
+from specviz.catalog import DESCRIBED
 from specviz.config import ConfigError, SpecConfig, serve_command, serve_command_text
+from specviz.method_trials import TrialsFileError, load_trials
 
 vllm = pytest.importorskip("vllm")
 
@@ -232,17 +233,17 @@ def test_a_foreign_or_broken_trials_file_is_refused_with_the_reason(tmp_path, co
 
 
 def test_default_trials(tmp_path, monkeypatch):
-    monkeypatch.setattr(catalog, "DEFAULT_TRIALS_PATH", tmp_path / "method_trials.json")
-    assert catalog.default_trials() == (None, None)
+    monkeypatch.setattr(method_trials, "DEFAULT_TRIALS_PATH", tmp_path / "method_trials.json")
+    assert method_trials.default_trials() == (None, None)
     (tmp_path / "method_trials.json").write_text("[]")
-    trials, problem = catalog.default_trials()
+    trials, problem = method_trials.default_trials()
     assert trials is None and "not a specviz method-trials file" in problem
 
 
 # ---- the command line ----
 
 def test_methods_json(capsys, tmp_path, monkeypatch):
-    monkeypatch.setattr(catalog, "DEFAULT_TRIALS_PATH", tmp_path / "absent.json")
+    monkeypatch.setattr(method_trials, "DEFAULT_TRIALS_PATH", tmp_path / "absent.json")
     assert main(["methods", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     by_name = {m["name"]: m for m in out}
@@ -282,25 +283,25 @@ def test_each_method_is_known_to_run_once_and_tried_in_one_table_row(tmp_path):
     entries = {m.name: m for m in catalog.catalog(trials)}
     tried = [r.text for r in entries["eagle3"].known_to_run if "tried here" in r.text]
     assert tried == ["cpu (tried here with vLLM 0.32.0: ran, mean acceptance length 3.40 (tiny), 1.00 (SmolLM2))"]
-    rows = catalog.trials_table(trials)
+    rows = methods_view.trials_table(trials)
     assert [r["method"] for r in rows] == ["eagle3", "mtp, deepseek_mtp"]  # the same outcome and reason: one row
     assert rows[1]["why it failed"] == "NotImplementedError: Unsupported speculative method: 'mtp'"
-    assert catalog.trial_errors(trials) == [("mtp, deepseek_mtp", failed["error"])]
+    assert methods_view.trial_errors(trials) == [("mtp, deepseek_mtp", failed["error"])]
 
 
 def test_the_config_builder_keeps_a_typed_target_and_k_and_refuses_a_conflicting_field():
     from specviz.config import ConfigError
 
-    typed = catalog.after_method_change("ngram", "eagle3", target="my-org/MyTarget-70B", draft="", k=5, max_k=32)
+    typed = config_builder.after_method_change("ngram", "eagle3", target="my-org/MyTarget-70B", draft="", k=5, max_k=32)
     assert typed["target"] == "my-org/MyTarget-70B" and typed["k"] == 5
     assert typed["draft"] == catalog.method_info("eagle3").examples[0].draft
     example = catalog.method_info("ngram").examples[0].target  # not typed: the new method's example
-    assert catalog.after_method_change("ngram", "eagle3", target=example, draft="", k=5, max_k=32)["target"] \
+    assert config_builder.after_method_change("ngram", "eagle3", target=example, draft="", k=5, max_k=32)["target"] \
         == catalog.method_info("eagle3").examples[0].target
     d = {"method": "ngram", "num_speculative_tokens": 3}
-    assert catalog.merge_other_fields(d, '{"prompt_lookup_max": 4}') == d | {"prompt_lookup_max": 4}
-    assert catalog.merge_other_fields(d, '{"num_speculative_tokens": 3}') == d
+    assert config_builder.merge_other_fields(d, '{"prompt_lookup_max": 4}') == d | {"prompt_lookup_max": 4}
+    assert config_builder.merge_other_fields(d, '{"num_speculative_tokens": 3}') == d
     with pytest.raises(ConfigError, match="num_speculative_tokens is 7 there but 3 above"):
-        catalog.merge_other_fields(d, '{"num_speculative_tokens": 7}')
+        config_builder.merge_other_fields(d, '{"num_speculative_tokens": 7}')
     with pytest.raises(ConfigError, match="must be a JSON object"):
-        catalog.merge_other_fields(d, "[1]")
+        config_builder.merge_other_fields(d, "[1]")

@@ -60,8 +60,8 @@ def test_sweep_measures_every_cell_resumes_after_an_interruption_and_compares_wi
 def test_an_untraced_sweep_with_repeats_takes_acceptance_from_vllms_counters_and_feeds_the_tuner(tmp_path):
     """Served as vLLM serves by default (no tracer), two interleaved rounds; the tuner predicts from counters."""
     from specviz.demo_model import ensure_demo_model
+    from specviz.prediction import predict
     from specviz.testing.tiny_models import build_tiny_llama
-    from specviz.tuning import predict
 
     target = build_tiny_llama(tmp_path / "target", num_hidden_layers=2, tokenizer_from=ensure_demo_model())
     grid = SweepGrid(target_model=str(target), drafters=[{"method": "ngram", "prompt_lookup_min": 1,

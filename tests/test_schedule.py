@@ -4,6 +4,7 @@ import pytest
 from test_tuning import HIST10, NGRAM, cell, steps, sweep_of
 
 from specviz.config import BatchSizeRange, SpecConfig
+from specviz.prediction import predict
 from specviz.schedule import (
     EngineCost,
     Measured,
@@ -11,14 +12,13 @@ from specviz.schedule import (
     confirmation_grid,
     exported_spec,
     pick_on_measurement,
-    recommendation_table,
     schedule_for,
     schedule_label,
     schedule_verdict,
     tuned,
 )
 from specviz.sweep import Sweep, confirmation_folder, load_confirmation, save_sweep
-from specviz.tuning import predict
+from specviz.sweep_view import recommendation_table
 
 
 def m(k: int, median: float, low: float, high: float) -> Measured:

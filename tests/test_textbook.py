@@ -10,7 +10,7 @@ from specviz import textbook as tb
 from specviz.acceptance_at_k import mean_acceptance_length
 from specviz.charts import textbook as charts
 from specviz.runfile import Request
-from specviz.tuning import StepCostFit
+from specviz.step_cost import StepCostFit
 
 # ---- the formulas, one worked example each ---------------------------------------------------------
 

@@ -1,10 +1,12 @@
-"""The tuner on hand-built sweep cells, with the worked numbers of specviz/tuning.py."""
+"""The tuner on hand-built sweep cells, with the worked numbers of specviz/prediction.py and step_cost.py."""
 
 import pytest
 
 from specviz.acceptance_at_k import (
+    MIN_DRAFTED_STEPS,
     acceptance_rate_per_pos,
     drafted_share,
+    drafter_refusal,
     expected_accepted,
     fit_leviathan_rate,
     leviathan_tokens_per_step,
@@ -12,22 +14,11 @@ from specviz.acceptance_at_k import (
     tokens_per_step,
     tokens_per_step_fixed_share,
 )
-from specviz.config import SpecConfig
+from specviz.config import SpecConfig, python_config, serve_command_text
 from specviz.metrics import StepFigures
-from specviz.sweep import BASELINE, Sweep, SweepCell, SweepGrid
-from specviz.tuning import (
-    MIN_DRAFTED_STEPS,
-    StepCostFit,
-    TuningRefusal,
-    drafter_refusal,
-    fit_step_cost,
-    list_sweep_files,
-    measured_pass,
-    predict,
-    predict_concurrency,
-    python_config,
-    serve_command,
-)
+from specviz.prediction import TuningRefusal, predict, predict_concurrency
+from specviz.step_cost import StepCostFit, fit_step_cost, measured_pass
+from specviz.sweep import BASELINE, Sweep, SweepCell, SweepGrid, list_sweep_files
 
 NGRAM = {"method": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 4}
 
@@ -241,13 +232,13 @@ def test_recommends_the_baseline_when_drafting_does_not_pay():
     for rec in pred.recommend():
         assert rec.num_speculative_tokens == 0 and rec.spec is None and rec.speedup == 1.0
     assert all(r.speedup < 1 for r in pred.rows if r.num_speculative_tokens)
-    assert "--speculative-config" not in serve_command("/m/target", None)
+    assert "--speculative-config" not in serve_command_text("/m/target", None, trace=False)
     assert "speculative_config" not in python_config("/m/target", None).split("#")[0]
 
 
 def test_exported_command_and_python_config_carry_the_chosen_k():
     spec = SpecConfig.from_dict(NGRAM | {"num_speculative_tokens": 2})
-    cmd = serve_command("/m/target", spec)
+    cmd = serve_command_text("/m/target", spec, trace=False)
     assert cmd.startswith("vllm serve /m/target")
     assert '"num_speculative_tokens": 2' in cmd and "--speculative-config '" in cmd
     assert "--scheduler-cls" not in cmd  # a deployment does not need specviz's tracer

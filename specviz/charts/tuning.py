@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-# Figures of a specviz.tuning.Prediction: predicted lines over k per concurrency, the measured sweep
+# Figures of a specviz.prediction.Prediction: predicted lines over k per concurrency, the measured sweep
 # cells drawn over them as markers labelled with the prediction's gap, so a miss is shown, not hidden.
 import plotly.colors
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..prediction import Prediction
 from ..schedule import Tuned
-from ..tuning import Prediction
 from .sweeps import figure_layout
 
 
