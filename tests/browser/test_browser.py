@@ -27,7 +27,7 @@ if not os.path.exists(CHROMIUM):
     pytest.skip(f"{CHROMIUM} is missing (scripts/setup.sh installs it as root with apt)", allow_module_level=True)
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
 
-from conftest import make_run  # noqa: E402
+from run_builders import make_run  # noqa: E402
 
 from specviz import headline, race  # noqa: E402
 from specviz.render import output_roles, step_roles  # noqa: E402
@@ -36,7 +36,7 @@ from specviz.showcase import example_step, opening_request, opening_run  # noqa:
 
 pytestmark = pytest.mark.browser
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run", "--disable-quic"]

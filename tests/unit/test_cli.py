@@ -9,7 +9,7 @@ import pytest
 import specviz.__main__ as cli
 from specviz.runfile import list_run_files
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("argv, expected", [

@@ -12,6 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from page_helpers import open_page
 
 import specviz.__main__ as cli
 from specviz.runfile import Run, load_run, save_run
@@ -20,7 +21,7 @@ from specviz.serving.engine_log import died_reason, engine_gone, failed_on_the_s
 from specviz.serving.server import EngineError, Provenance
 from specviz.serving.stream import StreamResult
 
-LOGS = Path(__file__).parent / "fixtures" / "engine_logs"
+LOGS = Path(__file__).parent.parent / "fixtures" / "engine_logs"
 ENGINE_DEAD = ('HTTP 500: {"error":{"message":"EngineCore encountered an issue. See stack trace (above) for the '
                'root cause.","type":"InternalServerError","param":null,"code":500}}')
 
@@ -259,14 +260,11 @@ class _FailedGeneration:
 
 
 def test_the_playground_shows_the_engines_error_under_a_failed_generation(weather_run):
-    from streamlit.testing.v1 import AppTest
-
     cut = weather_run.requests[0].model_copy(update={"error": ENGINE_DEAD, "finish_reason": None, "end_time_s": None})
     run = Run.model_validate({"meta": weather_run.meta.model_copy(update={
         "complete": False, "incomplete_reason": ENGINE_DEAD, "run_id": "failed",
         "engine_error": "AssertionError: Synthetic acceptance not supported with CPU sampling"}), "requests": [cut]})
-    at = AppTest.from_file("../app.py", default_timeout=60)
-    at.run()
+    at = open_page()
     at.session_state["pg_gen"] = _FailedGeneration(run)
     at.radio(key="pg_source").set_value("Local engine (specviz starts it)").run()
     assert not at.exception, at.exception
@@ -278,7 +276,7 @@ def test_the_playground_shows_the_engines_error_under_a_failed_generation(weathe
 
 @pytest.mark.parametrize("dies_in", ["warm-up", "measured"])
 def test_a_sweep_cell_whose_engine_dies_stops_with_the_engines_error(dies_in, tmp_path, monkeypatch, capsys):
-    from conftest import make_run
+    from run_builders import make_run
 
     import specviz.serving.local as local_mod
     import specviz.sweep_runner as sweep_mod

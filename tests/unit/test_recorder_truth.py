@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import re
 
-from conftest import html_of, make_run, make_scheduled_run, make_step
+from page_helpers import html_of
+from run_builders import make_run, make_scheduled_run, make_step
 
 from specviz import render
 from specviz.__main__ import main
