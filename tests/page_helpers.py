@@ -1,6 +1,6 @@
 """Shared AppTest set-up for the page tests: open a page, read its HTML and its charts, find the sample sweep.
 
-A plain module on pytest's pythonpath (with run_builders.py), for the AppTests in app/ and the few in unit/;
+A plain module on pytest's pythonpath (beside run_builders.py), for the AppTests in app/;
 the fixtures built on it are in app/conftest.py.
 """
 

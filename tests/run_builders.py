@@ -1,9 +1,16 @@
-"""Hand-built runs for tests: steps, runs and a batch-size schedule written out token by token."""
+"""Hand-built runs for tests: steps, runs and a batch-size schedule written out token by token, and the fake
+server and stream results a recording is built from (serving.recording.build_run)."""
 
 from __future__ import annotations
 
 from specviz.config import SpecConfig
 from specviz.runfile import Request, Run, RunMeta, Step
+from specviz.serving.server import Provenance
+from specviz.serving.stream import StreamResult
+
+# What vLLM answers a request once its EngineCore has died
+ENGINE_DEAD = ('HTTP 500: {"error":{"message":"EngineCore encountered an issue. See stack trace (above) for the '
+               'root cause.","type":"InternalServerError","param":null,"code":500}}')
 
 
 def make_step(i: int, drafts: list[int], sampled: list[int], committed: list[int] | None = None) -> Step:
@@ -45,3 +52,19 @@ def make_scheduled_run(r1_drafts_at_step_4: int = 1) -> Run:
             for rid, steps in (("r0", r0), ("r1", r1))]
     return make_run(reqs, k=4, spec=SCHEDULE, concurrency=2)
 
+
+
+class FakeServer:
+    """What build_run reads from a server: its model, whether it traces, its spec and its provenance."""
+
+    model, trace = "tiny", True
+    spec = SpecConfig(method="ngram", num_speculative_tokens=3)
+
+    def provenance(self):
+        return Provenance(platform="cpu", device_name="test", vllm_version="0.32.0", async_scheduling=False)
+
+
+def stream_result(rid: str, tokens: list[int], error: str | None = None) -> StreamResult:
+    """One request as the stream delivered it: `tokens` and a length stop, or `error` and no end."""
+    return StreamResult(request_id=rid, prompt="p", start_time_s=0.0, token_ids=tokens, text="x" * len(tokens),
+                        end_time_s=None if error else 1.0, finish_reason=None if error else "length", error=error)

@@ -12,7 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from page_helpers import open_page
+from run_builders import ENGINE_DEAD
 
 import specviz.__main__ as cli
 from specviz.runfile import Run, load_run, save_run
@@ -22,8 +22,6 @@ from specviz.serving.server import EngineError, Provenance
 from specviz.serving.stream import StreamResult
 
 LOGS = Path(__file__).parent.parent / "fixtures" / "engine_logs"
-ENGINE_DEAD = ('HTTP 500: {"error":{"message":"EngineCore encountered an issue. See stack trace (above) for the '
-               'root cause.","type":"InternalServerError","param":null,"code":500}}')
 
 
 def test_the_root_cause_is_the_workers_assertion_not_vllms_pointer_to_it():
@@ -244,32 +242,6 @@ def test_a_live_generation_that_fails_on_the_server_carries_the_engines_error(mo
     run, done = gen.snapshot()
     assert done and run.meta.incomplete_reason == ENGINE_DEAD
     assert run.meta.engine_error == "AssertionError: boom\n  (Worker process, a.py line 1, in f)"
-
-
-class _FailedGeneration:
-    """Stands in for a LiveGeneration whose engine died: snapshot() gives the failed one-request run."""
-
-    def __init__(self, run: Run) -> None:
-        self.run = run
-
-    def snapshot(self):
-        return self.run, True
-
-    def stop(self) -> None:
-        pass
-
-
-def test_the_playground_shows_the_engines_error_under_a_failed_generation(weather_run):
-    cut = weather_run.requests[0].model_copy(update={"error": ENGINE_DEAD, "finish_reason": None, "end_time_s": None})
-    run = Run.model_validate({"meta": weather_run.meta.model_copy(update={
-        "complete": False, "incomplete_reason": ENGINE_DEAD, "run_id": "failed",
-        "engine_error": "AssertionError: Synthetic acceptance not supported with CPU sampling"}), "requests": [cut]})
-    at = open_page()
-    at.session_state["pg_gen"] = _FailedGeneration(run)
-    at.radio(key="pg_source").set_value("Local engine (specviz starts it)").run()
-    assert not at.exception, at.exception
-    assert any("engine failed during this run" in e.value for e in at.error)
-    assert "AssertionError: Synthetic acceptance not supported with CPU sampling" in [c.value for c in at.code]
 
 
 # ---- the sweep: a cell whose engine dies stops the sweep with the engine's error ---------------------
