@@ -10,11 +10,12 @@ test:
 	bash scripts/setup.sh --browser
 	$(PY) -m pytest -q
 
-# Unit tests, AppTest and lint: no vLLM start, no training, under a minute. Needs `make setup` once.
+# The unit and app folders (no vLLM start, no browser), without training (`slow`), and lint: under a minute.
+# Needs `make setup` once.
 check:
 	@test -x $(PY) || { echo "no .venv yet: run 'make setup' once"; exit 2; }
 	$(PY) -m ruff check .
-	$(PY) -m pytest -q -m "not live and not browser and not slow"
+	$(PY) -m pytest -q tests/unit tests/app -m "not slow"
 
 setup:
 	bash scripts/setup.sh

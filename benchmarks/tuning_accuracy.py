@@ -4,11 +4,11 @@
 
 Without arguments: every sweep under sample_runs/sweeps/. For each drafter the acceptance at every
 k comes from its cell at the largest k (K) at each concurrency, and the time per target pass from
-the step cost fitted across all the sweep's cells (`specviz.tuning.predict`). Its cells at smaller k
+the step cost fitted across all the sweep's cells (`specviz.prediction.predict`). Its cells at smaller k
 were measured too and serve as the truth. Printed, with each sweep's provenance:
   1. the step-cost fit: its terms, R² and median relative error over the cells;
   2. per predicted cell (k < K): mean acceptance length, tokens per target pass L(k) (both L models
-     of specviz.tuning), time per pass and output tokens/s, predicted against measured (median and
+     of specviz.prediction), time per pass and output tokens/s, predicted against measured (median and
      min-max over the cell's runs), and the prediction with that cell left out of the fit, so an
      error shows whether it came from acceptance or from the step cost;
   3. the median |relative error| of predicted throughput (target: at most 5%), in-sample and left-out;

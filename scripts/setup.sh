@@ -64,13 +64,13 @@ fi
 "$PY" -c "import vllm, transformers, streamlit, specviz" \
   || die "the venv at $VENV cannot import vllm/transformers/streamlit/specviz; delete $VENV and run this again"
 
-# tests/test_browser.py drives Debian's chromium: Playwright cannot download its own browsers here.
+# tests/browser/test_browser.py drives Debian's chromium: Playwright cannot download its own browsers here.
 # Installed when we can (root with apt, as in CI); elsewhere that test skips itself.
 if [ "$BROWSER" = 1 ] && [ ! -x /usr/bin/chromium ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     log "installing chromium (apt) for the browser test"
     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
-      || die "apt-get could not install chromium (needed by tests/test_browser.py)"
+      || die "apt-get could not install chromium (needed by tests/browser/test_browser.py)"
   else
     log "note: no /usr/bin/chromium and no root apt-get to install it: browser tests will be skipped"
   fi

@@ -9,7 +9,7 @@ committed appear; the lane finishes when the client received its last token (`Re
 A request recorded without the tracer replays its stream chunks instead (one chunk is one engine
 step while the client keeps up), with every token unmarked.
 
-Worked example (the numbers of tests/test_race.py): the same prompt, 6 output tokens each.
+Worked example (the numbers of tests/unit/test_race.py): the same prompt, 6 output tokens each.
 
     baseline     sent at 100.0; steps at 100.2 100.4 100.6 100.8 101.0 101.2, one token each; end 101.25
     speculative  sent at 200.0; steps at 200.2 (1 token, prefill) 200.45 (3: 2 accepted + correction)

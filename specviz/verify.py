@@ -8,7 +8,7 @@
     render.step_html(v.to_step())   # drawn exactly like a recorded engine step
 
 (SmolLM2-135M-Instruct, the demo model, rejects " sunny" at once and puts " " there: it wants
-to write a date. See tests/test_live_verify.py.)
+to write a date. See tests/live/test_live_verify.py.)
 
 How: ONE request to the server's `/v1/completions` with the prompt and the draft as token ids,
 `max_tokens=1`, `temperature=0`, `prompt_logprobs=top_k` and `logprobs=top_k`. vLLM scores every

@@ -255,6 +255,11 @@ def live_group_members(pgid: int) -> list[int]:
 _live_servers: set[LocalServer] = set()
 
 
+def live_servers() -> list[LocalServer]:
+    """The servers this process started and has not stopped (tests stop a page's shared engine with it)."""
+    return list(_live_servers)
+
+
 @atexit.register
 def _stop_all_servers() -> None:
     for server in list(_live_servers):

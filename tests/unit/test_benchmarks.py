@@ -1,10 +1,10 @@
-"""The benchmarks without a server (drafter_acceptance --rescore, the shared report, schedule_cost's arms), and
-schedule_cost.py end to end on a tiny random model (live)."""
+"""The benchmarks without a server: drafter_acceptance --rescore, the shared report, schedule_cost's arms.
+(schedule_cost.py end to end on a tiny random model is live: tests/live/test_live_benchmarks.py.)"""
 import importlib.util
 import json
 
 import pytest
-from conftest import make_run
+from run_builders import make_run
 
 from specviz.files import REPO_DIR
 from specviz.runfile import save_run
@@ -74,33 +74,6 @@ def test_schedule_cost_arms_cross_the_boundary_at_half_the_concurrency(monkeypat
     boundary = module.arms("boundary", 4)
     assert [boundary["schedule"].k_at(b) for b in (1, 2, 3, 4)] == [3, 3, 1, 1]
     assert (boundary["k=1"].k, boundary["k=3"].k) == (1, 3) and boundary["k=1"].schedule is None
-
-
-@pytest.mark.live
-def test_schedule_cost_runs_end_to_end_on_a_tiny_model(tmp_path):
-    """benchmarks/schedule_cost.py, both parts, one round of two runs per server, on a tiny random Llama."""
-    import os
-    import subprocess
-    import sys
-
-    from specviz.demo_model import ensure_demo_model
-    from specviz.testing.tiny_models import build_tiny_llama
-
-    target = build_tiny_llama(tmp_path / "target", num_hidden_layers=2, tokenizer_from=ensure_demo_model())
-    env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_DIR), os.environ.get("PYTHONPATH")]))}
-    proc = subprocess.run(
-        [sys.executable, str(BENCHMARK.parent / "schedule_cost.py"), "--model", str(target), "--dtype", "float32",
-         "--rounds", "1", "--runs-per-start", "2", "--num-requests", "6", "--max-tokens", "16", "--concurrency", "4"],
-        cwd=REPO_DIR, env=env, capture_output=True, text=True, timeout=1200)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    out = proc.stdout
-    assert "target float32, ngram k=3 (lookup 2-4) with an all-zero schedule vs no speculative config, untraced" in out
-    assert "concurrency 4, cpu" in out and "vLLM 0." in out  # provenance
-    for ratio in ("ratio all-zero / none: ", "ratio schedule / k=1: ", "ratio schedule / k=3: ",
-                  "time per output token all-zero / none: ", "time per output token schedule / k=3: "):
-        assert ratio in out, out
-    assert "all-zero  drafted 0 tokens in 0 drafts (no draft); vLLM's counters, 2 of 2 runs" in out
-    assert "k=3       drafted " in out and "k=3       drafted 0 " not in out  # the static arm drafts
 
 
 def test_shared_report_prints_each_requested_ratio_and_by_default_the_first_two_arms(monkeypatch, capsys):

@@ -4,8 +4,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import make_run
 from pydantic import ValidationError
+from run_builders import make_run
 
 from specviz.config import ConfigError
 from specviz.metrics import StepFigures
@@ -237,7 +237,7 @@ def test_an_untraced_run_takes_its_acceptance_from_vllms_counters():
 
 def test_version_1_sweep_files_load_as_one_run_per_cell(tmp_path):
     # 8 cells of the chat sweep as recorded before repeats (sample_runs/ now holds version 2)
-    version_1 = [Path(__file__).parent / "fixtures" / "sweep_v1_smollm2_chat.json"]
+    version_1 = [Path(__file__).parent.parent / "fixtures" / "sweep_v1_smollm2_chat.json"]
     assert json.loads(version_1[0].read_text())["schema_version"] == 1
     for path in version_1:
         raw = json.loads(path.read_text())

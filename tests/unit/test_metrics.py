@@ -1,5 +1,5 @@
 import pytest
-from conftest import make_run, make_step
+from run_builders import make_run, make_step
 
 from specviz.metrics import (
     acceptance_length_interval,

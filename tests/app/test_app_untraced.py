@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import html_of
+from page_helpers import html_of
 from streamlit.testing.v1 import AppTest
 
 from specviz.runfile import load_run
 from specviz.untraced_steps import place_steps
 
-FIXTURE = Path(__file__).parent / "fixtures" / "untraced_detailed_ngram_c2.json.gz"
+FIXTURE = Path(__file__).parent.parent / "fixtures" / "untraced_detailed_ngram_c2.json.gz"
 
 
 def test_the_fixture_is_an_untraced_recording_with_vllms_per_step_arrays():

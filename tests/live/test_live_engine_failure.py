@@ -133,7 +133,7 @@ def test_a_server_killed_mid_run_stops_the_run_and_says_so_once(tiny, tmp_path):
 def test_the_playground_shows_the_engines_error_when_it_dies_mid_generation(tiny):
     from streamlit.testing.v1 import AppTest
 
-    at = AppTest.from_file("../app.py", default_timeout=600)
+    at = AppTest.from_file("../../app.py", default_timeout=600)
     at.run()
     at.radio(key="pg_source").set_value("Local engine (specviz starts it)").run()
     at.text_input(key="pg_model").set_value(tiny)
@@ -144,7 +144,7 @@ def test_the_playground_shows_the_engines_error_when_it_dies_mid_generation(tiny
         at.button(key="pg_start").click().run()  # returns when the generation has ended
     finally:  # the page's shared engine lives in this process: never leave it running after a failure
         killed = killer_report(killer)
-        for server in [s for s in list(local_servers._live_servers) if s.model == tiny]:
+        for server in [s for s in local_servers.live_servers() if s.model == tiny]:
             server.stop()
     print("killer:", killed)
     assert_killed_mid_run(killed)  # else the page rightly shows a finished generation and no error

@@ -2,7 +2,7 @@
 
 import json
 
-from conftest import make_step
+from run_builders import make_step
 
 from specviz.serving.counters import counters_delta, parse_spec_counters
 from specviz.serving.local import port_is_free

@@ -1,11 +1,11 @@
-"""Unit: padded draft slots, failed requests and invalid runs are kept, counted and shown (no engine)."""
+"""Unit: padded draft slots, failed requests and invalid runs are kept, counted and shown (no engine).
+(The app showing them: tests/app/test_app_recorded_view.py.)"""
 
 from __future__ import annotations
 
 import json
-import re
 
-from conftest import html_of, make_run, make_scheduled_run, make_step
+from run_builders import FakeServer, make_run, make_step, stream_result
 
 from specviz import render
 from specviz.__main__ import main
@@ -14,8 +14,6 @@ from specviz.metrics import count_acceptance, count_as_vllm, summarize
 from specviz.runfile import Request, SpecDecodeCounters, Step, load_run, save_run
 from specviz.serving.attached import spec_from_counters
 from specviz.serving.recording import build_run
-from specviz.serving.server import Provenance
-from specviz.serving.stream import StreamResult
 
 
 def _padded_request() -> Request:
@@ -52,25 +50,12 @@ def test_a_padded_step_renders_its_token_then_dotted_pad_chips():
     assert [r for _, r in render.step_roles(both)] == ["accepted", "accepted", "correction", "padded"]
 
 
-class _FakeServer:
-    model, trace = "tiny", True
-    spec = SpecConfig(method="ngram", num_speculative_tokens=3)
-
-    def provenance(self):
-        return Provenance(platform="cpu", device_name="test", vllm_version="0.32.0", async_scheduling=False)
-
-
-def _result(rid: str, tokens: list[int], error: str | None = None) -> StreamResult:
-    return StreamResult(request_id=rid, prompt="p", start_time_s=0.0, token_ids=tokens, text="x" * len(tokens),
-                        end_time_s=None if error else 1.0, finish_reason=None if error else "length", error=error)
-
-
 def test_a_recording_that_breaks_an_invariant_is_kept_marked_invalid_and_check_fails(tmp_path, capsys):
     # The landed bug's shape: the tracer lost the first step, so the steps commit 1 token of 2.
-    results = [_result("run-0", [6, 7])]
+    results = [stream_result("run-0", [6, 7])]
     records = [{"step": 2, "t": 2.0, "reqs": [["cmpl-run-0-0-aa", [], [7], [7]]]}]
     steps = {"run-0": [make_step(2, [], [7])]}
-    run = build_run(_FakeServer(), results, steps, run_id="run", prompt_set="unit", concurrency=1, max_tokens=2,
+    run = build_run(FakeServer(), results, steps, run_id="run", prompt_set="unit", concurrency=1, max_tokens=2,
                     sampling={}, raw_trace_records=records)
     assert "steps commit 1 tokens that differ from its 2 output tokens" in run.meta.invalid_reason
     assert run.raw_trace_records == records and run.requests[0].steps  # kept as recorded
@@ -83,15 +68,15 @@ def test_a_recording_that_breaks_an_invariant_is_kept_marked_invalid_and_check_f
 def test_a_run_records_the_servers_typed_spec_and_a_step_beyond_its_schedule_marks_it_invalid():
     scheduled = SpecConfig.from_recorded({"method": "ngram", "num_speculative_tokens": 3,
                                           "num_speculative_tokens_per_batch_size": [[1, 1, 3], [2, 8, 1]]})
-    server = _FakeServer()
+    server = FakeServer()
     server.spec = scheduled
-    results = [_result("run-0", [6, 1, 2, 3, 9]), _result("run-1", [7, 1, 9])]
+    results = [stream_result("run-0", [6, 1, 2, 3, 9]), stream_result("run-1", [7, 1, 9])]
     fits = {"run-0": [make_step(1, [], [6]), make_step(2, [1, 2, 3], [1, 2, 3, 9])],  # proposed at batch 1 (step 1)
             "run-1": [make_step(2, [], [7]), make_step(3, [1], [1, 9])]}                 # proposed at batch 2 (step 2)
     run = build_run(server, results, fits, run_id="run", prompt_set="unit", concurrency=2, max_tokens=5, sampling={})
     assert run.meta.invalid_reason is None and run.meta.spec == scheduled and run.meta.num_speculative_tokens == 3
     beyond = fits | {"run-1": [make_step(2, [], [7]), make_step(3, [1, 2], [1, 9])]}  # 2 drafts where batch 2 allows 1
-    run = build_run(server, [results[0], _result("run-1", [7, 1, 9])], beyond, run_id="run", prompt_set="unit",
+    run = build_run(server, [results[0], stream_result("run-1", [7, 1, 9])], beyond, run_id="run", prompt_set="unit",
                     concurrency=2, max_tokens=5, sampling={})
     assert "request run-1 step 3 verified 2 drafts" in run.meta.invalid_reason
 
@@ -105,8 +90,8 @@ def test_an_attached_servers_k_comes_from_its_counters_when_nobody_gave_its_conf
 
 
 def test_a_failed_request_is_kept_with_its_error_and_check_reports_it(tmp_path, capsys):
-    results = [_result("run-0", [6]), _result("run-1", [], error="HTTP 400: prompt too long")]
-    run = build_run(_FakeServer(), results, {"run-0": [make_step(1, [], [6])], "run-1": []}, run_id="run",
+    results = [stream_result("run-0", [6]), stream_result("run-1", [], error="HTTP 400: prompt too long")]
+    run = build_run(FakeServer(), results, {"run-0": [make_step(1, [], [6])], "run-1": []}, run_id="run",
                     prompt_set="unit", concurrency=1, max_tokens=1, sampling={})
     assert run.meta.complete and run.meta.invalid_reason is None
     assert run.requests[1].error == "HTTP 400: prompt too long"
@@ -127,40 +112,3 @@ def test_schema_1_files_still_open(weather_run, tmp_path):
     doc.pop("raw_trace_records")
     (tmp_path / "v1.json").write_text(json.dumps(doc))
     assert load_run(tmp_path / "v1.json").requests == weather_run.requests
-
-
-def _recorded_view_of(path: str) -> None:
-    """An AppTest script: the recorded-run view of one run file (the Playground's, without the file picker)."""
-    from specviz import ui
-    from specviz.runfile import load_run
-
-    ui.recorded_run_view(load_run(path))
-
-
-def test_the_app_shows_a_scheduled_runs_k_and_batch_at_each_step(tmp_path):
-    from streamlit.testing.v1 import AppTest
-
-    path = save_run(make_scheduled_run(), tmp_path / "scheduled.json.gz")
-    at = AppTest.from_function(_recorded_view_of, args=(str(path),), default_timeout=60).run()
-    at.selectbox(key="request_id").set_value("r0").run()
-    assert not at.exception
-    assert any("ngram k by batch size (1: k=4 · 2-64: k=1)" in c.value for c in at.caption)
-    rows = re.findall(r'class="sv-stepk"[^>]*>([^<]*)<', html_of(at))
-    assert rows == ["k=0", "k=4 · batch 1", "k=4 · batch 1", "k=1 · batch 2", "k=1 · batch 2", "k=4 · batch 1"]
-    at.toggle(key="step_through").set_value(True).run()
-    at.slider(key="step_at").set_value(4).run()  # the presenter's one step: k=1 at batch 2
-    assert re.findall(r'class="sv-stepk"[^>]*>([^<]*)<', html_of(at)) == ["k=1 · batch 2"]
-
-
-def test_the_app_opens_an_invalid_run_with_its_violation_and_failed_requests_beside_it(tmp_path):
-    from streamlit.testing.v1 import AppTest
-
-    results = [_result("run-0", [6, 7]), _result("run-1", [], error="HTTP 400: prompt too long")]
-    run = build_run(_FakeServer(), results, {"run-0": [make_step(2, [], [7])], "run-1": []}, run_id="run",
-                    prompt_set="unit", concurrency=1, max_tokens=2, sampling={}, raw_trace_records=[])
-    assert run.meta.invalid_reason
-    path = save_run(run, tmp_path / "invalid.json.gz")
-    at = AppTest.from_function(_recorded_view_of, args=(str(path),), default_timeout=60).run()
-    assert not at.exception
-    assert any("Invalid run" in e.value and "steps commit 1 tokens" in e.value for e in at.error)
-    assert any("1 of 2 requests failed" in w.value and "HTTP 400" in w.value for w in at.warning)

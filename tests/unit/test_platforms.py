@@ -1,7 +1,7 @@
 """Platform detection (real CPU platform, faked ROCm/CUDA values) and the ROCm pitfall hints."""
 
 import pytest
-from conftest import make_run, make_step
+from run_builders import make_run, make_step
 
 from specviz.config import SpecConfig
 from specviz.platforms import (

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import make_run, make_step
+from run_builders import make_run, make_step
 
 from specviz import playground
 from specviz.config import ConfigError

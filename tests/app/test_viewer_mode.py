@@ -1,6 +1,7 @@
 """Viewer mode (SPECVIZ_VIEWER=1): a shared deployment opens recorded runs and sweeps only."""
 
 import pytest
+from page_helpers import open_page
 from streamlit.testing.v1 import AppTest
 
 from specviz.viewer import VIEWER_CAPTION, VIEWER_ENV, viewer_mode
@@ -21,15 +22,6 @@ def _has(at: AppTest, kind: str, key: str) -> bool:
     return True
 
 
-def _app(page: str | None = None, timeout: int = 60) -> AppTest:
-    at = AppTest.from_file("../app.py", default_timeout=timeout)
-    if page:
-        at.switch_page(page)
-    at.run()
-    assert not at.exception, at.exception
-    return at
-
-
 def _captions(at: AppTest) -> list[str]:
     return [c.value for c in at.caption]
 
@@ -45,7 +37,7 @@ def test_viewer_mode_reads_the_environment(monkeypatch, value, on):
 
 def test_viewer_mode_playground_offers_recorded_runs_only(monkeypatch):
     monkeypatch.setenv(VIEWER_ENV, "1")
-    at = _app()
+    at = open_page()
     for kind, keys in ENGINE_AND_SERVER_CONTROLS.items():
         for key in keys:
             assert not _has(at, kind, key), f"{kind} {key!r} is shown in viewer mode"
@@ -62,7 +54,7 @@ def test_viewer_mode_playground_offers_recorded_runs_only(monkeypatch):
 
 def test_without_viewer_mode_the_engine_and_attach_controls_are_there(monkeypatch):
     monkeypatch.delenv(VIEWER_ENV, raising=False)
-    at = _app()
+    at = open_page()
     assert VIEWER_CAPTION not in _captions(at)
     assert at.radio(key="pg_source").options == ["Recorded run", "Local engine (specviz starts it)",
                                                  "vLLM server at a URL"]
@@ -84,6 +76,6 @@ def test_without_viewer_mode_the_engine_and_attach_controls_are_there(monkeypatc
 ])
 def test_viewer_mode_other_pages_open_with_the_caption(monkeypatch, page, timeout, widget):
     monkeypatch.setenv(VIEWER_ENV, "1")
-    at = _app(page, timeout)
+    at = open_page(page, timeout)
     assert VIEWER_CAPTION in _captions(at)
     assert _has(at, *widget)

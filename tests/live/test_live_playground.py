@@ -16,7 +16,7 @@ def _generate(at: AppTest, method: str) -> AppTest:
 
 
 def test_generate_live_then_compare_with_baseline(tiny_target):
-    at = AppTest.from_file("../app.py", default_timeout=600)
+    at = AppTest.from_file("../../app.py", default_timeout=600)
     at.run()
     at.radio(key="pg_source").set_value(LOCAL).run()
     at.text_input(key="pg_model").set_value(tiny_target)

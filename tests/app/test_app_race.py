@@ -7,7 +7,7 @@ import json
 import re
 
 import pytest
-from conftest import html_of
+from page_helpers import html_of
 
 from specviz import race, showcase
 from specviz.charts import timeline

@@ -6,7 +6,7 @@ import json
 import re
 
 import pytest
-from conftest import make_run
+from run_builders import make_run
 
 from specviz import race, showcase
 from specviz.race import Lane, Race, advance, find_baseline, matching_request

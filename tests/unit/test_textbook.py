@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from conftest import make_run, make_step
+from run_builders import make_run, make_step
 from test_tuning import cell, steps, sweep_of
 
 from specviz import textbook as tb

@@ -1,6 +1,6 @@
 import re
 
-from conftest import make_scheduled_run, make_step
+from run_builders import make_scheduled_run, make_step
 
 from specviz.render import output_html, output_roles, pieces_html, step_html, step_roles, steps_html, visible
 from specviz.runfile import Step, draft_batches

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.live
 
 
 def test_race_generates_both_and_replays_them_side_by_side(tiny_target):
-    at = AppTest.from_file("../app.py", default_timeout=900)
+    at = AppTest.from_file("../../app.py", default_timeout=900)
     at.run()
     at.radio(key="pg_source").set_value(LOCAL).run()
     at.text_input(key="pg_model").set_value(tiny_target)

@@ -5,7 +5,7 @@ given; the Methods page's "Is it lossless?" table is computed from the showcase 
 from __future__ import annotations
 
 import pytest
-from conftest import html_of
+from page_helpers import html_of
 from streamlit.testing.v1 import AppTest
 
 from specviz import race, showcase
@@ -72,7 +72,7 @@ def test_a_bfloat16_tie_is_shown_as_a_tie_with_both_candidates(app):
 
 
 def test_methods_page_tells_whether_it_is_lossless_from_the_recordings():
-    at = AppTest.from_file("../app.py", default_timeout=60)
+    at = AppTest.from_file("../../app.py", default_timeout=60)
     at.run()
     at.switch_page("app_pages/methods.py").run()
     assert not at.exception, at.exception

@@ -27,7 +27,7 @@ if not os.path.exists(CHROMIUM):
     pytest.skip(f"{CHROMIUM} is missing (scripts/setup.sh installs it as root with apt)", allow_module_level=True)
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
 
-from conftest import make_run  # noqa: E402
+from run_builders import make_run  # noqa: E402
 
 from specviz import headline, race  # noqa: E402
 from specviz.files import REPO_DIR as ROOT  # noqa: E402

@@ -1,0 +1,155 @@
+"""AppTest: the Tuning page opens on the sample sweep, exports the recommendation (not the slider), predicts at k."""
+
+import pytest
+from page_helpers import chart_figure, open_page, sample_sweep
+
+from specviz import prediction, schedule
+from specviz import sweep as sweep_files
+from specviz.config import serve_command_text
+from specviz.sweep import BASELINE, load_confirmation, load_sweep
+from specviz.sweep_table import sweep_table
+
+TUNING = "app_pages/tuning.py"
+
+
+def _tune_sample():
+    """The sample sweep's folder name, the sweep, and the drafter the page opens on."""
+    name, sweep = sample_sweep()
+    return name, sweep, prediction.drafters(sweep)[0]
+
+
+def _tune_keys(name: str, drafter: str, recorded_k: int) -> tuple[str, str, str]:
+    """The Tuning page's drafter, recorded-k and slider keys: they carry the sweep (and drafter) they belong to."""
+    return f"tune_drafter:{name}", f"tune_recorded_k:{name}:{drafter}", f"tune_k:{name}:{drafter}:{recorded_k}"
+
+
+def test_tuning_page_opens_on_the_sample_sweep_with_its_controls():
+    at = open_page(TUNING)
+    name, sweep, drafter = _tune_sample()
+    ks = prediction.recorded_ks(sweep, drafter)
+    drafter_key, recorded_key, k_key = _tune_keys(name, drafter, max(ks))
+    assert at.selectbox(key="tune_sweep").value == name
+    assert at.selectbox(key=drafter_key).value == drafter
+    assert at.selectbox(key=recorded_key).value == max(ks)
+    assert at.slider(key=k_key).value == max(ks)
+    assert len(at.dataframe) == 2  # the recommendations, the table at k (AppTest keeps no key for these)
+    assert list(at.dataframe[0].value["concurrency"]) == sorted({c.concurrency for c in sweep.cells})
+    assert "output tokens/s (predicted)" in at.dataframe[1].value.columns
+    cell = sweep.cells[0]
+    for key in ("tune_chart_schedule", "tune_chart_tput", "tune_chart_al"):
+        title = chart_figure(at, key)["layout"]["title"]["text"]
+        for part in (f"vLLM {cell.vllm_version}", cell.device_name, f"prompt set '{cell.prompt_set}'",
+                     f"max {cell.max_tokens} output tokens", "concurrency"):
+            assert part in title, (key, part)
+
+
+def test_the_tuning_page_exports_the_recommendation_not_the_slider():
+    at = open_page(TUNING)
+    name, sweep, drafter = _tune_sample()
+    pred = prediction.predict(sweep, drafter)
+    result = schedule.tuned(pred, sweep, load_confirmation(sweep_files.SWEEPS_DIR / name, drafter))
+    exported = serve_command_text(sweep.grid.target_model, result.exported, trace=False)
+    _, _, k_key = _tune_keys(name, drafter, max(prediction.recorded_ks(sweep, drafter)))
+    for k in (1, 2):
+        at.slider(key=k_key).set_value(k).run()
+        assert not at.exception, at.exception
+        assert [c.value for c in at.code if c.value.startswith("vllm serve")] == [exported]
+    recommended = at.dataframe[0].value
+    assert [v.split(":")[0] for v in recommended["confirmed"]] == [f"k={r.confirmed_k}" for r in result.rows]
+    assert all(v != "not measured" for v in recommended["baseline"])  # beside every figure
+    fig = chart_figure(at, "tune_chart_schedule")
+    steps = next(t for t in fig["data"] if t["meta"]["role"] == "schedule_k")
+    assert steps["y"][0] == (result.exported.k_at(1) if result.exported else 0)
+    statics = {t["meta"]["k"] for t in fig["data"] if t["meta"]["role"] == "static"}
+    assert statics == {m.num_speculative_tokens for m in pred.measured}
+
+
+def test_the_drafter_selector_resets_when_the_sweep_changes():
+    files = sweep_files.list_sweep_files()
+    if len(files) < 2:
+        pytest.skip("needs two recorded sweeps")
+    at = open_page(TUNING)
+    first, second = files[0].parent.name, files[1].parent.name
+    drafters = prediction.drafters(load_sweep(files[0]))
+    at.selectbox(key=f"tune_drafter:{first}").set_value(drafters[-1]).run()
+    at.selectbox(key="tune_sweep").set_value(second).run()
+    assert not at.exception, at.exception
+    shown = at.selectbox(key=f"tune_drafter:{second}").value
+    assert shown == prediction.drafters(load_sweep(files[1]))[0]
+    assert shown in chart_figure(at, "tune_chart_tput")["layout"]["title"]["text"]  # the page computes what it shows
+
+
+def test_moving_tune_k_changes_the_predicted_numbers():
+    at = open_page(TUNING)
+    name, sweep, drafter = _tune_sample()
+    pred = prediction.predict(sweep, drafter)
+    _, _, k_key = _tune_keys(name, drafter, max(prediction.recorded_ks(sweep, drafter)))
+    seen = {}
+    for k in (1, max(prediction.recorded_ks(sweep, drafter))):
+        at.slider(key=k_key).set_value(k).run()
+        assert not at.exception, at.exception
+        table = at.dataframe[1].value
+        seen[k] = list(table["output tokens/s (predicted)"])
+        for row in table.to_dict("records"):
+            expected = pred.at(row["concurrency"], k)
+            assert row["output tokens/s (predicted)"] == pytest.approx(expected.output_tokens_per_s)
+            assert row["mean acceptance length"] == pytest.approx(expected.mean_acceptance_length)
+            assert row["tokens per target pass"] == pytest.approx(expected.tokens_per_step)
+    assert seen[1] != seen[max(seen)]
+
+
+def test_tuning_chart_measured_markers_are_the_sweep_table():
+    at = open_page(TUNING)
+    _, sweep, drafter = _tune_sample()
+    table = sweep_table(sweep)
+    fig = chart_figure(at, "tune_chart_tput")
+    measured = [t for t in fig["data"] if t["meta"]["role"] == "measured"]
+    assert sorted(t["meta"]["concurrency"] for t in measured) == sorted(set(table.concurrency))
+    for trace in measured:
+        rows = table[(table.concurrency == trace["meta"]["concurrency"]) & table.schedule.isna()
+                     & table.drafter.isin([drafter, BASELINE])].sort_values("num_speculative_tokens")
+        assert trace["x"] == list(rows.num_speculative_tokens)
+        assert trace["y"] == pytest.approx(list(rows.output_tokens_per_s))
+    # the gap is shown: each measured cell that was predicted but not used carries its relative error
+    pred = prediction.predict(sweep, drafter)
+    checked = [m for m in pred.measured if not m.used_for_prediction and m.relative_error is not None]
+    labels = [t for tr in measured for t in tr["text"] if t]
+    assert labels == [f"{m.relative_error:+.0%}" for m in checked]
+    al = chart_figure(at, "tune_chart_al")
+    roles = {t["meta"]["role"] for t in al["data"]}
+    assert {"predicted", "leviathan", "measured"} <= roles
+
+
+def test_tuning_tables_say_not_measured_for_a_k_the_sweep_did_not_measure():
+    at = open_page(TUNING)
+    name, sweep, drafter = _tune_sample()
+    ks = prediction.recorded_ks(sweep, drafter)
+    unmeasured = [k for k in range(1, max(ks)) if k not in ks]
+    if not unmeasured:
+        pytest.skip("the sample sweep measured every k up to its largest")
+    at.slider(key=_tune_keys(name, drafter, max(ks))[2]).set_value(unmeasured[0]).run()
+    assert not at.exception, at.exception
+    table = at.dataframe[1].value
+    for column in ("output tokens/s (measured)", "measured min-max", "measured as", "gap"):
+        assert list(table[column]) == ["not measured"] * len(table), column
+
+
+def test_the_slider_stops_at_the_recorded_k_it_predicts_from():
+    at = open_page(TUNING)
+    name, sweep, drafter = _tune_sample()
+    ks = prediction.recorded_ks(sweep, drafter)
+    if len(ks) < 2:
+        pytest.skip("the sample sweep has one k only")
+    _, recorded_key, _ = _tune_keys(name, drafter, ks[0])
+    at.selectbox(key=recorded_key).set_value(ks[0]).run()
+    assert not at.exception, at.exception
+    slider = at.slider(key=_tune_keys(name, drafter, ks[0])[2])
+    assert slider.value == ks[0] and slider.max == max(ks[0], 2)
+    assert not [w for w in at.warning if "above the recorded" in w.value]
+
+
+def test_tuning_page_without_sweeps_says_how_to_record_one(monkeypatch):
+    monkeypatch.setattr(sweep_files, "list_sweep_files", lambda: [])
+    at = open_page(TUNING)
+    assert any("No recorded sweep" in i.value for i in at.info)
+    assert not at.get("plotly_chart")

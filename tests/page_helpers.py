@@ -1,0 +1,44 @@
+"""Shared AppTest set-up for the page tests: open a page, read its HTML and its charts, find the sample sweep.
+
+A plain module on pytest's pythonpath (beside run_builders.py), for the AppTests in app/;
+the fixtures built on it are in app/conftest.py.
+"""
+
+from __future__ import annotations
+
+import json
+
+from streamlit.testing.v1 import AppTest
+
+from specviz.sweep import Sweep, list_sweep_files, load_sweep
+
+APP = "../app.py"  # AppTest resolves a relative path against the file that calls it: this one
+
+
+def open_page(page: str | None = None, timeout: int = 60) -> AppTest:
+    """The app after its first run, on `page` ("app_pages/methods.py") or the first page; it must not raise."""
+    at = AppTest.from_file(APP, default_timeout=timeout)
+    if page:
+        at.switch_page(page)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def html_of(at: AppTest) -> str:
+    """Every markdown element of an AppTest, joined: where the token views' HTML lands."""
+    return "\n".join(m.value for m in at.markdown)
+
+
+def chart_figure(at: AppTest, key: str) -> dict:
+    """The figure JSON of the plotly chart placed with `key` (exactly one)."""
+    found = [c for c in at.get("plotly_chart") if c.proto.id.endswith(f"-{key}")]
+    assert len(found) == 1, (key, [c.proto.id for c in at.get("plotly_chart")])
+    return json.loads(found[0].proto.spec)
+
+
+def sample_sweep() -> tuple[str, Sweep]:
+    """The first recorded sweep the pages list: its folder name (the selectbox value) and the sweep."""
+    files = list_sweep_files()
+    assert files, "sample_runs/sweeps/ must hold at least one recorded sweep"
+    return files[0].parent.name, load_sweep(files[0])
