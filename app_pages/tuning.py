@@ -11,7 +11,7 @@ from specviz.charts import sweeps as sweep_charts
 from specviz.charts import tuning as tuning_charts
 from specviz.config import describe_spec, python_config, serve_command_text
 from specviz.prediction import drafters, predict, recorded_ks
-from specviz.schedule import tuned
+from specviz.schedule import schedule_verdict, tuned
 from specviz.sweep import SweepError, load_confirmation
 from specviz.sweep_view import (
     recommendation_table,
@@ -83,6 +83,8 @@ else:
         st.caption(f"The static-k curves are the sweep's cells ({sweep_charts.recorded_on(sweep.cells)}); the black "
                    f"line was measured by the confirmation ({sweep_charts.recorded_on(confirmation.cells)}): read a "
                    "gap between them against the spreads in the table.")
+    if verdict := schedule_verdict(result):
+        st.warning("**The schedule measured as a row.** " + " ".join(verdict))
     st.markdown(f"**Export:** {describe_spec(result.exported)}. Batch sizes between two measured concurrencies "
                 "take the k of the next one up; vLLM keeps the last k for every larger batch. One k everywhere is "
                 "exported as a static config and k = 0 everywhere as none: a schedule's k = 0 entries are not free "

@@ -424,10 +424,3 @@ def load_confirmation(sweep_dir: str | Path, drafter: str) -> Sweep | None:
 def list_sweep_files(folder: Path = SWEEPS_DIR) -> list[Path]:
     """Recorded sweeps: `<folder>/<name>/sweep.json`, sorted by name."""
     return sorted(folder.glob("*/sweep.json"))
-
-
-# ---- running -----------------------------------------------------------------------------------
-
-
-# ---- the table ---------------------------------------------------------------------------------
-

@@ -153,3 +153,14 @@ def test_tuning_page_without_sweeps_says_how_to_record_one(monkeypatch):
     at = open_page(TUNING)
     assert any("No recorded sweep" in i.value for i in at.info)
     assert not at.get("plotly_chart")
+
+
+def test_the_tuning_page_says_where_the_measured_schedule_falls_short():
+    # the chat sweep's EAGLE-3 confirmation measured its schedule as a row: short of no drafting at c=16
+    at = open_page(TUNING)
+    at.selectbox(key="tune_sweep").set_value("smollm2-chat").run()
+    at.selectbox(key="tune_drafter:smollm2-chat").set_value("eagle3 smollm2-135m-eagle3").run()
+    assert not at.exception, at.exception
+    [warning] = [w.value for w in at.warning if "schedule measured as a row" in w.value]
+    assert "At concurrency 16 the schedule (k=0) measured 161.1" in warning and "no drafting 462.5" in warning
+    assert "schedule" in at.dataframe[0].value.columns
