@@ -206,7 +206,7 @@ def schedule_chart(result: Tuned, pred: Prediction, caption: str) -> go.Figure:
             line=dict(color="#111111", width=2.5, shape="hv"), name="k by batch size (exported)", showlegend=False,
             meta=dict(role="schedule_k"), hovertemplate="batch %{x}: k=%{y}<extra></extra>",
         ), row=2, col=1)
-    fig = figure_layout(fig, f"Static k against the exported schedule: {pred.drafter}", caption, caption_width=150,
+    fig = figure_layout(fig, f"Static k against the exported schedule: {pred.drafter}", caption, caption_width=115,
                         height=560)
     axis = _log_concurrency(concurrencies)
     fig.update_xaxes(**axis, row=1, col=1)
