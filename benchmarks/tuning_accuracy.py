@@ -34,7 +34,7 @@ from specviz.acceptance_at_k import tokens_per_step, tokens_per_step_fixed_share
 from specviz.config import describe_spec
 from specviz.files import REPO_DIR
 from specviz.prediction import TuningRefusal, drafters, predict
-from specviz.schedule import EngineCost, schedule_label, tuned
+from specviz.schedule import EngineCost, schedule_label, schedule_verdict, tuned
 from specviz.step_cost import fit_step_cost, measured_pass
 from specviz.sweep import BASELINE, Sweep, list_sweep_files, load_confirmation, load_sweep
 
@@ -53,6 +53,7 @@ class Totals:
     confirmed_within: int = 0  # the confirmed pick's measured median in the sweep, within the best's spread
     confirmed_checked: int = 0
     confirmed_outside: list[str] = field(default_factory=list)
+    confirmed_not_in_sweep: list[str] = field(default_factory=list)  # the pick's k is not a k the sweep recorded
     schedules: list[str] = field(default_factory=list)  # one line per measured schedule row
     points: int = 0  # concurrencies x drafters predicted
     fits: list[str] = field(default_factory=list)
@@ -173,17 +174,27 @@ def _confirmed(sweep: Sweep, pred, folder: Path, name: str, by_key: dict, totals
         print(f"  confirmed by specviz tune ({confirmation.grid.repeats} runs per cell, "
               f"{EngineCost.of(confirmation.cells).text()}; the grid of static k: "
               f"{EngineCost.of([c for c in sweep.cells if not c.scheduled]).text()}):")
+        machines = [sorted({r.device_name for c in s.cells for r in c.runs}) for s in (sweep, confirmation)]
+        if machines[0] != machines[1]:
+            print(f"    measured on other hardware than the sweep ({', '.join(machines[1])} against "
+                  f"{', '.join(machines[0])}): the check below compares the two machines as well as the picks")
         for row in result.rows:
             measured, best = _best_static(by_key, pred.drafter, row.concurrency)
             got = measured.get(row.confirmed_k)
-            inside = got is not None and got.output_tokens_per_s >= best.output_tokens_per_s_min
-            totals.confirmed_checked += 1
-            totals.confirmed_within += inside
-            if not inside:
-                totals.confirmed_outside.append(f"{name} {pred.drafter} c={row.concurrency} k={row.confirmed_k}")
+            point = f"{name} {pred.drafter} c={row.concurrency} k={row.confirmed_k}"
+            if got is None:
+                totals.confirmed_not_in_sweep.append(point)
+                verdict = "k not in the sweep"
+            else:
+                inside = got.output_tokens_per_s >= best.output_tokens_per_s_min
+                totals.confirmed_checked += 1
+                totals.confirmed_within += inside
+                if not inside:
+                    totals.confirmed_outside.append(point)
+                verdict = "within" if inside else "OUTSIDE"
             print(f"    c={row.concurrency:<3} confirmed k={row.confirmed_k} ({row.confirmed.text()} in the "
                   f"confirmation) · in the sweep {_spread(got) if got else 'not measured'} · best k="
-                  f"{best.num_speculative_tokens} {_spread(best)} · {'within' if inside else 'OUTSIDE'}")
+                  f"{best.num_speculative_tokens} {_spread(best)} · {verdict}")
     if result.exported is None or not result.exported.schedule:
         print(f"  exported: {describe_spec(result.exported)} (no schedule row to measure)")
         return
@@ -192,6 +203,9 @@ def _confirmed(sweep: Sweep, pred, folder: Path, name: str, by_key: dict, totals
     print(f"  exported schedule: {describe_spec(result.exported)}")
     if not rows:
         print("    not measured in this sweep (add it with the sweep's command and --schedule)")
+        if result.schedule_measured_in == "confirmation":
+            for line in schedule_verdict(result) or ["within the confirmed picks' spread at every concurrency"]:
+                print(f"    in the confirmation: {line}")
         return
     sums = {}
     for c, cell in sorted(rows.items()):
@@ -234,7 +248,9 @@ def main(argv: list[str] | None = None) -> int:
           f"of {totals.points} points (every drafter at every concurrency)")
     print(f"  the confirmed pick's measured throughput in the sweep within the best's spread: "
           f"{totals.confirmed_within} of {totals.confirmed_checked} confirmed points"
-          + (f"; outside: {'; '.join(totals.confirmed_outside)}" if totals.confirmed_outside else ""))
+          + (f"; outside: {'; '.join(totals.confirmed_outside)}" if totals.confirmed_outside else "")
+          + (f"; the pick's k not in the sweep at {len(totals.confirmed_not_in_sweep)} more: "
+             f"{'; '.join(totals.confirmed_not_in_sweep)}" if totals.confirmed_not_in_sweep else ""))
     for line in totals.schedules:
         print(f"  {line}")
     print(f"  median |relative error| of predicted output tokens/s (cells at k < K): {_med(totals.errors)}, "
