@@ -1,12 +1,11 @@
 """Methods: every drafting method vLLM accepts, one verification step phase by phase, a config builder,
 and which methods ran on this machine."""
 
-import json
-
 import streamlit as st
 
-from specviz import catalog, config_builder, method_trials, methods_view, render, ui, ui_textbook, walkthrough
+from specviz import catalog, config_builder, method_trials, methods_view, ui, ui_textbook
 from specviz.config import TRACE_ENV_TEXT, ConfigError, serve_command_text
+from specviz.view import render, walkthrough
 
 MAX_K = 32  # suffix decoding's docs suggest 16 to 32
 LAUNCHERS = ["vllm serve", "python -m vllm.entrypoints.openai.api_server"]
@@ -35,7 +34,7 @@ def fill_example() -> None:
 def param_widget(method: str, param: catalog.Param, container):
     """One widget per method parameter; returns the value to put in the config, or None to leave vLLM's default."""
     key = f"methods_param_{method}_{param.name}"
-    default = "unset" if param.default is None else json.dumps(param.default)
+    default = param.default_text
     label, help_text = param.name, f"{param.meaning}. vLLM default: {default}."
     if param.type == "bool" or param.choices:
         options = [UNSET, *(param.choices or ("true", "false"))]
@@ -62,9 +61,7 @@ def method_card(info: catalog.MethodInfo) -> None:
     if info.notes:
         st.caption(info.notes)
     for ex in info.examples:
-        extra = f", with `{json.dumps(ex.settings)}`" if ex.settings else ""
-        st.caption(f"Example: target `{ex.target}`" + (f", draft `{ex.draft}`" if ex.draft else "") +
-                   f"{extra} ({ex.source})")
+        st.caption(f"Example: {ex.text()}")
     if info.known_to_run:
         st.caption("Known to run: " + "; ".join(r.text for r in info.known_to_run))
 

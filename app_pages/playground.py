@@ -1,10 +1,8 @@
 """Playground: watch the target verify drafts, step by step: a recorded run, a local engine, or a server at a URL."""
 
-import time
-
 import streamlit as st
 
-from specviz import render, ui, ui_race, ui_textbook, ui_untraced
+from specviz import ui, ui_race, ui_textbook, ui_untraced
 from specviz.config import NO_DRAFTING, ConfigError, SpecConfig
 from specviz.demo_model import demo_model_dir
 from specviz.metrics import summarize
@@ -25,6 +23,7 @@ from specviz.serving.attached import AttachedServer, AttachError, attach
 from specviz.serving.live import LiveGeneration
 from specviz.serving.shared import EngineConfig
 from specviz.verify import VerifyError, verify_draft
+from specviz.view import render
 from specviz.viewer import viewer_mode
 
 RECORDED, LOCAL, ATTACHED = "Recorded run", "Local engine (specviz starts it)", "vLLM server at a URL"
@@ -214,13 +213,8 @@ if st.session_state.get("pg_live_view") == "race" and ui_race.live_race_view():
 elif gen is None:
     area.info("Press Generate. The first start of an engine takes about half a minute on a CPU.")
 else:
-    tick, done = 0, False
-    while not done:  # a click on Stop reruns the page, which ends this loop
-        run, done = gen.snapshot()
+    for tick, (run, done) in enumerate(gen.follow()):  # a click on Stop reruns the page, which ends this loop
         draw(run, done, area, tick)
-        tick += 1
-        if not done:
-            time.sleep(0.2)
     st.session_state.pg_runs = with_run(st.session_state.pg_runs, run)
     if run.meta.incomplete_reason and not run.meta.engine_error:  # engine_note shows the engine's own error
         c5.caption(f"({run.meta.incomplete_reason})")

@@ -10,7 +10,7 @@ from specviz.acceptance_at_k import CUT_IS_VALID, MIN_DRAFTED_STEPS
 from specviz.charts import sweeps as sweep_charts
 from specviz.charts import tuning as tuning_charts
 from specviz.config import describe_spec, python_config, serve_command_text
-from specviz.prediction import drafters, predict, recorded_ks
+from specviz.prediction import fixed_k_drafters, predict, recorded_ks
 from specviz.schedule import schedule_verdict, tuned
 from specviz.sweep import SweepError, load_confirmation
 from specviz.sweep_view import (
@@ -35,7 +35,7 @@ opened = ui.open_sweep(paths[name], name)
 if opened is None:
     st.stop()
 sweep, table = opened
-names = drafters(sweep)
+names = fixed_k_drafters(sweep)
 if not names:
     st.info("This sweep holds only baseline cells: there is no drafter to tune.")
     st.stop()

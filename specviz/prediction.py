@@ -186,7 +186,7 @@ def predict_concurrency(recorded: SweepCell, fit: StepCostFit) -> list[Predictio
     return rows
 
 
-def drafters(sweep: Sweep) -> list[str]:
+def fixed_k_drafters(sweep: Sweep) -> list[str]:
     """The sweep's drafters at a fixed k (the ones the tuner can cut); not the baseline, not schedules."""
     return list(dict.fromkeys(c.drafter for c in sweep.cells if c.drafter != BASELINE and not c.scheduled))
 
@@ -195,7 +195,7 @@ def recorded_ks(sweep: Sweep, drafter: str) -> list[int]:
     return sorted({c.num_speculative_tokens for c in sweep.cells if c.drafter == drafter})
 
 
-def provenance(sweep: Sweep) -> str:
+def sweep_caption(sweep: Sweep) -> str:
     g, cells = sweep.grid, sweep.cells
     first = cells[0] if cells else None
     hardware = f"{first.platform} ({first.device_name})" if first else "no cells"
@@ -219,7 +219,7 @@ def predict(sweep: Sweep, drafter: str, recorded_k: int | None = None) -> Predic
     """
     mine = [c for c in sweep.cells if c.drafter == drafter and not c.scheduled]
     if not mine:
-        raise ValueError(f"no cells of drafter {drafter!r} at a fixed k in this sweep; it has: {drafters(sweep)}")
+        raise ValueError(f"no cells of drafter {drafter!r} at a fixed k in this sweep; it has: {fixed_k_drafters(sweep)}")
     baselines = {c.concurrency: c for c in sweep.cells if c.drafter == BASELINE}
     spec = mine[0].spec
     rows: list[PredictionRow] = []
@@ -264,4 +264,4 @@ def predict(sweep: Sweep, drafter: str, recorded_k: int | None = None) -> Predic
         ))
     return Prediction(drafter=drafter, method=spec.method, target_model=sweep.grid.target_model, recorded_k=used,
                       spec=spec, step_cost=fit if isinstance(fit, StepCostFit) else None,
-                      rows=rows, measured=measured, refusals=refusals, provenance=provenance(sweep))
+                      rows=rows, measured=measured, refusals=refusals, provenance=sweep_caption(sweep))

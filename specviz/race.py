@@ -40,7 +40,7 @@ from typing import Generic, TypeVar
 
 from .config import describe_spec, short_model_name
 from .divergence import RequestComparison, compare_requests, is_greedy, shared_dtype
-from .render import Role, output_roles
+from .roles import Role, output_roles
 from .runfile import Request, Run
 
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0)  # replay speeds offered to a presenter

@@ -63,7 +63,7 @@ class SweepSide:
         grid = self.sweep.grid
         return (f"**{self.name}** (workload: {workload_name(self.prompt_set)}; a speedup holds for its workload, "
                 f"and the Playground's first screen may show another): target {grid.target_model.rstrip('/').split('/')[-1]} · drafters "
-                f"{', '.join(sweep_charts.drafters(self.full)) or 'none'} · k {', '.join(map(str, grid.num_speculative_tokens))} "
+                f"{', '.join(sweep_charts.fixed_k_drafters(self.full)) or 'none'} · k {', '.join(map(str, grid.num_speculative_tokens))} "
                 f"· concurrency {', '.join(map(str, grid.concurrencies))} · {len(self.sweep.cells)} cells")
 
     def incomplete(self) -> str | None:
@@ -114,7 +114,7 @@ def measured_as(table: pd.DataFrame) -> str:
 def breakeven_lines(table: pd.DataFrame) -> list[str]:
     """Per drafter, in words, the concurrency from which no k beats the baseline (markdown)."""
     lines = []
-    for d in sweep_charts.drafters(table):
+    for d in sweep_charts.fixed_k_drafters(table):
         best = sweep_charts.best_k_rows(table, d)
         if best.empty:
             lines.append(f"**{d}**: no speedup figures (no baseline at its concurrencies).")

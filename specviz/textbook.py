@@ -65,7 +65,7 @@ from .acceptance_at_k import (
 )
 from .base import Frozen, SpecvizError
 from .metrics import counted_step_figures, summarize
-from .prediction import provenance
+from .prediction import sweep_caption
 from .runfile import Run
 from .step_cost import StepCostFit, fit_step_cost
 from .sweep import BASELINE, Sweep
@@ -329,7 +329,7 @@ def sweep_vs_formula(sweep: Sweep, drafter: str, k: int) -> SweepVsFormula:
     return SweepVsFormula(
         drafter=drafter, num_speculative_tokens=k, alpha=first_draft_alpha(pooled), step_cost=fit, rows=rows,
         break_even={r.concurrency: [break_even_alpha(j, r.draft_cost) for j in FORMULA_KS] for r in rows},
-        skipped=skipped, provenance=provenance(sweep))
+        skipped=skipped, provenance=sweep_caption(sweep))
 
 
 def speedup_gap_text(result: SweepVsFormula) -> str:

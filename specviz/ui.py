@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from . import render, showcase
+from . import showcase
 from .charts import timeline
 from .charts.acceptance import acceptance_per_position
 from .config import ConfigError, describe_spec, short_model_name
@@ -28,6 +28,7 @@ from .sweep import Sweep, SweepError, load_sweep
 from .sweep_table import sweep_table
 from .ui_untraced import untraced_request_view
 from .untraced_steps import has_step_arrays
+from .view import render
 
 
 def run_caption(run: Run) -> str:

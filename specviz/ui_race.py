@@ -18,7 +18,7 @@ from html import escape
 
 import streamlit as st
 
-from . import render, ui
+from . import ui
 from .divergence import RequestComparison, compare_requests, is_greedy, shared_dtype
 from .headline import baseline_headline, headline, headline_html
 from .metrics import summarize
@@ -44,6 +44,7 @@ from .serving.recording import record
 from .serving.server import EngineError
 from .serving.shared import EngineConfig, SharedEngine
 from .showcase import example_step, opening_run
+from .view import render
 from .view.race_html import race_html, replay_script
 
 # The browser's replay presses the hidden "finished" button when it reaches the finish line; this timer

@@ -9,7 +9,7 @@ import streamlit as st
 from . import textbook, ui, ui_race
 from .charts import sweeps as sweep_charts
 from .charts import textbook as charts
-from .prediction import drafters, recorded_ks
+from .prediction import fixed_k_drafters, recorded_ks
 from .runfile import Run
 from .sweep import Sweep, list_sweep_files
 from .textbook import TextbookError
@@ -127,7 +127,7 @@ def _pick_sweep(run: Run | None) -> tuple[Sweep, pd.DataFrame, str, str, int] | 
     if opened is None:
         return None
     sweep, table = opened
-    names = drafters(sweep)
+    names = fixed_k_drafters(sweep)
     if not names:
         st.info(f"Sweep '{name}' holds only baseline cells: no drafter to set beside the formula.")
         return None

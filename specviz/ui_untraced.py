@@ -12,12 +12,12 @@ from collections.abc import Sequence
 
 import streamlit as st
 
-from . import render
 from .charts import timeline
 from .charts.acceptance import acceptance_per_position
 from .runfile import Request
 from .serving.attached import STEP_ARRAYS_FLAG, STEP_ARRAYS_VIEW, TRACER_VIEW, View
 from .untraced_steps import UntracedSteps, arrays_acceptance, place_steps
+from .view import render
 
 PLACEMENT_HEADLINE = {
     "exact": "Token placement: **exact**",

@@ -1,6 +1,7 @@
-"""Shared AppTest set-up for the page tests: open a page, read its HTML and its charts, find the sample sweep.
+"""Shared AppTest set-up for the page tests: open a page (or the Playground on a local engine), read its
+HTML and its charts, find the sample sweep.
 
-A plain module on pytest's pythonpath (beside run_builders.py), for the AppTests in app/;
+A plain module on pytest's pythonpath (beside run_builders.py), for the AppTests in app/ and live/;
 the fixtures built on it are in app/conftest.py.
 """
 
@@ -22,6 +23,16 @@ def open_page(page: str | None = None, timeout: int = 60) -> AppTest:
         at.switch_page(page)
     at.run()
     assert not at.exception, at.exception
+    return at
+
+
+def local_playground(model: str, prompt: str, max_tokens: int, timeout: int) -> AppTest:
+    """The Playground set to start a local engine on `model`, with the prompt and output length typed in."""
+    at = open_page(timeout=timeout)
+    at.radio(key="pg_source").set_value("Local engine (specviz starts it)").run()
+    at.text_input(key="pg_model").set_value(model)
+    at.number_input(key="pg_max_tokens").set_value(max_tokens)
+    at.text_area(key="pg_prompt").set_value(prompt)
     return at
 
 

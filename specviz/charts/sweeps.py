@@ -53,7 +53,7 @@ def _spread_bars(rows: pd.DataFrame, value: str, low: str, high: str) -> dict | 
     return dict(type="data", symmetric=False, array=up, arrayminus=down, thickness=1.5, width=4)
 
 
-def drafters(table: pd.DataFrame) -> list[str]:
+def fixed_k_drafters(table: pd.DataFrame) -> list[str]:
     """The drafters of a sweep table at a fixed k, in order of appearance: not the baseline, not schedules."""
     static = table[table["schedule"].isna()] if "schedule" in table else table
     return [d for d in _distinct(static["drafter"]) if d != BASELINE]
@@ -66,7 +66,7 @@ def schedules(table: pd.DataFrame) -> list[str]:
 
 def _static_ks(rows: pd.DataFrame) -> list[int]:
     """The k of the drafters' fixed-k cells (not the baseline's 0, not a schedule's largest k)."""
-    return sorted({int(k) for d in drafters(rows) for k in _cells(rows, d)["num_speculative_tokens"] if _present(k)})
+    return sorted({int(k) for d in fixed_k_drafters(rows) for k in _cells(rows, d)["num_speculative_tokens"] if _present(k)})
 
 
 def recorded_on(cells) -> str:
@@ -194,7 +194,7 @@ def throughput_vs_k(table: pd.DataFrame, concurrency: int, caption: str) -> go.F
     rows = table[table["concurrency"] == concurrency]
     ks = _static_ks(rows)
     fig = go.Figure()
-    for d in drafters(rows):
+    for d in fixed_k_drafters(rows):
         r = _cells(rows, d).sort_values("num_speculative_tokens")
         fig.add_trace(go.Scatter(
             x=[_k(k) for k in r["num_speculative_tokens"]], y=_floats(r["output_tokens_per_s"]),
@@ -233,7 +233,7 @@ def speedup_vs_concurrency(table: pd.DataFrame, caption: str, *, best_k: bool = 
     concurrencies = sorted(int(c) for c in _distinct(table["concurrency"]))
     axis = _concurrency_axis(concurrencies)
     fig = go.Figure()
-    for d in drafters(table):
+    for d in fixed_k_drafters(table):
         if best_k:
             r = best_k_rows(table, d)
             fig.add_trace(go.Scatter(
@@ -285,7 +285,7 @@ def acceptance_length_vs_k(table: pd.DataFrame, concurrency: int, caption: str) 
     rows = table[table["concurrency"] == concurrency]
     ks = _static_ks(rows)
     fig = go.Figure()
-    for d in drafters(rows):
+    for d in fixed_k_drafters(rows):
         r = _cells(rows, d).sort_values("num_speculative_tokens")
         r = r[r["mean_acceptance_length"].notna()]
         fig.add_trace(go.Scatter(
@@ -355,7 +355,7 @@ def latency_vs_throughput(table: pd.DataFrame, caption: str) -> go.Figure:
     and joined in concurrency order, so a line shows how a configuration trades latency for throughput.
     """
     fig = go.Figure()
-    configs = ([(BASELINE, None)] + [(d, k) for d in drafters(table) for k in _static_ks(_cells(table, d))]
+    configs = ([(BASELINE, None)] + [(d, k) for d in fixed_k_drafters(table) for k in _static_ks(_cells(table, d))]
                + [(d, None) for d in schedules(table)])
     for d, k in configs:
         r = _cells(table, d, k)

@@ -3,9 +3,10 @@
     gen = LiveGeneration(server, "The weather today is", max_tokens=64, tokenizer=tok)
     gen.start()                      # streams in a background thread
     gen.stop()                       # closes the stream; vLLM aborts the request
-    run, done = gen.snapshot()       # poll from the UI: the Run so far, steps joined from the tracer
+    run, done = gen.snapshot()       # the Run so far, steps joined from the tracer
+    for run, done in gen.follow():   # a snapshot every 0.2 s until it ends
 
-No Streamlit here: a page polls `snapshot()` and draws it.
+No Streamlit here: a page draws each snapshot of `follow()`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 
 import httpx
 
@@ -70,6 +72,15 @@ class LiveGeneration:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
+
+    def follow(self, every_s: float = 0.2) -> Iterator[tuple[Run, bool]]:
+        """snapshot() every `every_s` seconds until the generation ends; the last one has done=True."""
+        while True:
+            run, done = self.snapshot()
+            yield run, done
+            if done:
+                return
+            time.sleep(every_s)
 
     def snapshot(self) -> tuple[Run, bool]:
         """(the generation so far as a one-request Run, whether it has ended).

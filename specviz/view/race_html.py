@@ -14,7 +14,7 @@ from html import escape
 
 from ..prompts import workload_name
 from ..race import EPS_S, Lane, LaneState, Race, RaceState
-from ..render import CSS, pieces_html
+from .render import CSS, pieces_html
 
 RACE_CSS = """
 <style>

@@ -9,13 +9,13 @@ from specviz.runfile import Run
 
 
 class _FailedGeneration:
-    """Stands in for a LiveGeneration whose engine died: snapshot() gives the failed one-request run."""
+    """Stands in for a LiveGeneration whose engine died: follow() gives the failed one-request run, ended."""
 
     def __init__(self, run: Run) -> None:
         self.run = run
 
-    def snapshot(self):
-        return self.run, True
+    def follow(self):
+        yield self.run, True
 
     def stop(self) -> None:
         pass

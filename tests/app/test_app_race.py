@@ -11,7 +11,7 @@ from page_helpers import html_of
 
 from specviz import race, showcase
 from specviz.charts import timeline
-from specviz.render import step_roles
+from specviz.roles import step_roles
 from specviz.runfile import SAMPLE_RUNS_DIR, list_run_files, load_run
 
 LOCAL = "Local engine (specviz starts it)"

@@ -8,7 +8,7 @@ METHODS = "app_pages/methods.py"
 
 
 def test_methods_page_walks_the_weather_step_and_exports_a_config():
-    from specviz.walkthrough import PHASES
+    from specviz.view.walkthrough import PHASES
 
     at = open_page(METHODS, timeout=240)  # the first run imports vLLM's config
     assert at.selectbox(key="methods_method").value == "ngram"

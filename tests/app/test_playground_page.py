@@ -4,9 +4,10 @@ import re
 
 from page_helpers import html_of
 
-from specviz.render import output_roles, step_roles, step_summary
+from specviz.roles import output_roles, step_roles
 from specviz.runfile import SAMPLE_RUNS_DIR, list_run_files, load_run
 from specviz.showcase import example_step, opening_request
+from specviz.view.render import step_summary
 
 
 def test_recorded_run_opens_with_its_controls(app):

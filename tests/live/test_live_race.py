@@ -3,22 +3,16 @@
 import re
 
 import pytest
-from streamlit.testing.v1 import AppTest
+from page_helpers import local_playground
 
 from specviz import ui_race
-
-LOCAL = "Local engine (specviz starts it)"
 
 pytestmark = pytest.mark.live
 
 
 def test_race_generates_both_and_replays_them_side_by_side(tiny_target):
-    at = AppTest.from_file("../../app.py", default_timeout=900)
-    at.run()
-    at.radio(key="pg_source").set_value(LOCAL).run()
-    at.text_input(key="pg_model").set_value(tiny_target)
-    at.number_input(key="pg_max_tokens").set_value(40)
-    at.text_area(key="pg_prompt").set_value("Repeat after me: one two three, one two three, one two three.")
+    at = local_playground(tiny_target, "Repeat after me: one two three, one two three, one two three.",
+                          max_tokens=40, timeout=900)
     at.selectbox(key="pg_method").set_value("ngram")
     at.button(key="pg_race").click().run()
     assert not at.exception, at.exception

@@ -15,10 +15,11 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from specviz.render import step_html, step_roles
+from specviz.roles import step_roles
 from specviz.serving.local import LocalServer, free_port
 from specviz.serving.recording import load_tokenizer
 from specviz.verify import DraftVerification, VerifyError, verify_draft
+from specviz.view.render import step_html
 
 pytestmark = pytest.mark.live
 

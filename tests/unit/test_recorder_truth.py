@@ -7,13 +7,14 @@ import json
 
 from run_builders import FakeServer, make_run, make_step, stream_result
 
-from specviz import render
+from specviz import roles
 from specviz.__main__ import main
 from specviz.config import SpecConfig, describe_spec
 from specviz.metrics import count_acceptance, count_as_vllm, summarize
 from specviz.runfile import Request, SpecDecodeCounters, Step, load_run, save_run
 from specviz.serving.attached import spec_from_counters
 from specviz.serving.recording import build_run
+from specviz.view import render
 
 
 def _padded_request() -> Request:
@@ -42,12 +43,12 @@ def test_padded_slots_are_counted_as_vllm_counts_them_and_left_out_of_specvizs_f
 
 def test_a_padded_step_renders_its_token_then_dotted_pad_chips():
     step = _padded_request().steps[0]
-    assert render.step_roles(step) == [("6", "plain")] + [("pad", "padded")] * 4
+    assert roles.step_roles(step) == [("6", "plain")] + [("pad", "padded")] * 4
     assert "4 placeholder slots" in render.step_summary(step)
     assert 'class="sv-chip sv-padded"' in render.step_html(step)
     both = Step(engine_step=3, time_s=3.0, draft_token_ids=[1, 2], sampled_token_ids=[1, 2, 9],
                 committed_token_ids=[1, 2, 9], num_accepted=2, num_padded_drafts=1)
-    assert [r for _, r in render.step_roles(both)] == ["accepted", "accepted", "correction", "padded"]
+    assert [r for _, r in roles.step_roles(both)] == ["accepted", "accepted", "correction", "padded"]
 
 
 def test_a_recording_that_breaks_an_invariant_is_kept_marked_invalid_and_check_fails(tmp_path, capsys):

@@ -2,8 +2,9 @@ import re
 
 from run_builders import make_scheduled_run, make_step
 
-from specviz.render import output_html, output_roles, pieces_html, step_html, step_roles, steps_html, visible
+from specviz.roles import output_roles, step_roles
 from specviz.runfile import Step, draft_batches
+from specviz.view.render import output_html, pieces_html, step_html, steps_html, visible
 
 
 def _texts(step: Step, drafts: list[str], sampled: list[str]) -> Step:
@@ -77,7 +78,7 @@ def test_step_chips_keep_visible_whitespace_marks():
 
 
 def test_a_marked_output_token_is_outlined_in_its_step_row_with_its_hover_text(weather_run):
-    from specviz.render import committed_chip, steps_html
+    from specviz.roles import committed_chip
 
     steps = weather_run.requests[0].steps  # committed: [6] | [1, 2, 5] | [7, 8, 9, 2]
     assert [committed_chip(steps[1], j) for j in range(3)] == [0, 1, 3]  # 'clear' comes after ~~warm~~

@@ -121,7 +121,7 @@ def test_the_throughput_charts_draw_a_schedule_row_as_its_own_line():
     rows = [cell(2, c, t, steps([1, 1, 1], undrafted=20), drafter=label, config=spec.to_vllm())
             for c, t in ((1, 41.0), (4, 69.0))]
     table = sweep_table(Sweep(grid=sweep.grid, cells=[*sweep.cells, *rows]))
-    assert charts.drafters(table) == ["ngram lookup 2-4"] and charts.schedules(table) == [label]
+    assert charts.fixed_k_drafters(table) == ["ngram lookup 2-4"] and charts.schedules(table) == [label]
     assert list(shown_table(table).loc[table.drafter == label, "schedule"]) == ["1: k=2 · 2-4: k=1"] * 2
     level = [t for t in charts.throughput_vs_k(table, 4, "cap").data if (t.meta or {}).get("role") == "schedule"]
     assert len(level) == 1 and list(level[0].y) == [69.0, 69.0]

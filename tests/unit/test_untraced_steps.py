@@ -235,7 +235,7 @@ def test_long_requests_tile_quickly():
 
 
 def test_the_step_rows_show_committed_tokens_by_role_and_rejected_drafts_as_a_textless_count():
-    from specviz import render
+    from specviz.view import render
 
     req = untraced_request([[10], [11, 12, 13], [14, 15, 16, 17], [18]], [2, 3, 0], [3, 3, 3])
     req = req.model_copy(update={"output_token_texts": ["<b>", " sunny", " and", " clear", "a", "b", "c", "d", "e"]})
@@ -254,7 +254,7 @@ def test_the_step_rows_show_committed_tokens_by_role_and_rejected_drafts_as_a_te
 
 
 def test_an_approximately_placed_step_is_marked():
-    from specviz import render
+    from specviz.view import render
 
     placed = place_steps(untraced_request([[1], [2, 3, 4], [5], [6]], [2, 0], [3, 3]), k=3)
     html = render.untraced_step_html(placed.steps[2], "step 3")

@@ -1,7 +1,7 @@
 """The worked example, "sunny and warm outside", drawn phase by phase for the Methods page."""
 
-from specviz import walkthrough
 from specviz.runfile import Request, Step
+from specviz.view import walkthrough
 
 
 def test_the_weather_step_phase_by_phase():

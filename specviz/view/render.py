@@ -20,12 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from html import escape
-from typing import Literal
 
-from .runfile import Request, Step, StreamChunk
-from .untraced_steps import UntracedStep
-
-Role = Literal["accepted", "rejected", "correction", "discarded", "bonus", "plain", "padded"]
+from ..roles import PAD_TEXT, Role, committed_chip, output_roles, step_roles, untraced_step_roles
+from ..runfile import Request, Step, StreamChunk
+from ..untraced_steps import UntracedStep
 
 # Readable on light and dark themes; each role also differs in decoration, not only colour.
 CSS = """
@@ -74,7 +72,6 @@ ROLE_LABELS: dict[Role, str] = {
     "padded": "placeholder slot vLLM padded the step with (no drafter proposed it; vLLM counts it as a "
               "rejected draft)",
 }
-PAD_TEXT = "pad"
 
 
 def visible(text: str) -> str:
@@ -92,33 +89,6 @@ def chip(text: str, role: Role, title: str = "", mark: str | None = None) -> str
         return (f'<span class="sv-chip sv-{role} sv-diverge" title="{escape(f"{mark} ({label})")}">'
                 f'{visible(text)}</span>')
     return f'<span class="sv-chip sv-{role}" title="{escape(label)}">{visible(text)}</span>'
-
-
-def step_roles(step: Step) -> list[tuple[str, Role]]:
-    """(text, role) for each chip of a step's row, in display order."""
-    drafts = step.draft_texts or [str(t) for t in step.draft_token_ids]
-    sampled = step.sampled_texts or [str(t) for t in step.sampled_token_ids]
-    n = step.num_accepted
-    padding: list[tuple[str, Role]] = [(PAD_TEXT, "padded")] * step.num_padded_drafts
-    if not step.draft_token_ids:
-        return [(sampled[0], "plain"), *padding]
-    out: list[tuple[str, Role]] = [(t, "accepted") for t in drafts[:n]]
-    if step.all_accepted:
-        return out + [(sampled[n], "bonus")]
-    if n == len(drafts):  # real drafts all accepted, then rejected padding: the target's token replaces a pad
-        return out + [(sampled[n], "correction"), *padding]
-    out += [(drafts[n], "rejected"), (sampled[n], "correction")]
-    return out + [(t, "discarded") for t in drafts[n + 1:]] + padding
-
-
-def committed_chip(step: Step, j: int) -> int:
-    """Which chip of step_roles(step) shows the step's j-th committed token.
-
-    drafts [sunny, and, warm, outside], sampled [sunny, and, clear]: chips sunny and ~~warm~~ clear
-    ~~outside~~, so token 0 -> chip 0, token 2 (clear) -> chip 3 (after the rejected draft).
-    """
-    rejected_before = int(bool(step.draft_token_ids) and j == step.num_accepted < len(step.draft_token_ids))
-    return j + rejected_before
 
 
 def step_html(step: Step, label: str = "", marks: dict[int, str] | None = None, *, show_k: bool = False,
@@ -160,22 +130,6 @@ def steps_html(steps: list[Step], start: int = 0, marks: dict[int, str] | None =
         rows.append(step_html(s, f"step {start + i + 1}", mine, show_k=True, batch=batches[i] if batches else None))
         token += n
     return "".join(rows)
-
-
-def output_roles(request: Request) -> list[tuple[str, Role]]:
-    """Each committed token of a request with where it came from (accepted draft, correction, bonus, plain)."""
-    out: list[tuple[str, Role]] = []
-    for s in request.steps:
-        texts = s.sampled_texts or [str(t) for t in s.sampled_token_ids]
-        for j in range(len(s.committed_token_ids)):
-            if not s.draft_token_ids:
-                role: Role = "plain"
-            elif j < s.num_accepted:
-                role = "accepted"
-            else:
-                role = "bonus" if s.all_accepted else "correction"
-            out.append((texts[j], role))
-    return out
 
 
 def output_html(request: Request, marks: dict[int, str] | None = None) -> str:
@@ -274,22 +228,6 @@ def untold_chip(num_rejected: int) -> str:
     """The text-less chip of a step's rejected drafts: '2 drafts rejected — their text needs the tracer'."""
     label = f"{num_rejected} draft{'s' if num_rejected != 1 else ''} rejected — their text needs the tracer"
     return f'<span class="sv-chip sv-untold" title="{escape(UNTOLD_TITLE)}">{escape(label)}</span>'
-
-
-def untraced_step_roles(step: UntracedStep) -> list[tuple[str, Role]]:
-    """(text, role) of each committed token of a step placed from vLLM's arrays.
-
-    3 drafts, 2 accepted, tokens [sunny, and, clear] -> sunny/and accepted, clear the correction;
-    3 of 3 accepted, 4 tokens -> the 4th is the bonus; no drafts -> the target's own token.
-    A step the engine stopped inside has only its first tokens: all of them accepted drafts.
-    """
-    if step.verify_index is None:
-        return [(t, "plain") for t in step.token_texts]
-    out: list[tuple[str, Role]] = []
-    for j, text in enumerate(step.token_texts):
-        role: Role = "accepted" if j < step.num_accepted else ("bonus" if step.all_accepted else "correction")
-        out.append((text, role))
-    return out
 
 
 def untraced_step_summary(step: UntracedStep) -> str:

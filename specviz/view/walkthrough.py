@@ -10,15 +10,15 @@
 
 Any request whose first drafted step has a rejection can be walked through the same way. Every
 token text is escaped (model output is untrusted input); the chips and their CSS come from
-`specviz.render`.
+`specviz.view.render`.
 """
 
 from __future__ import annotations
 
 from html import escape
 
+from ..runfile import Request, Step
 from . import render
-from .runfile import Request, Step
 
 WEATHER_PROMPT = "The weather today is"
 PHASES = ("drafts proposed", "target verifies", "accepted prefix", "correction", "discarded tail, commit")
