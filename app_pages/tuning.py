@@ -11,7 +11,7 @@ from specviz.charts import sweeps as sweep_charts
 from specviz.charts import tuning as tuning_charts
 from specviz.config import describe_spec, python_config, serve_command_text
 from specviz.prediction import fixed_k_drafters, predict, recorded_ks
-from specviz.schedule import schedule_verdict, tuned
+from specviz.schedule import export_reason, schedule_verdict, tuned
 from specviz.sweep import SweepError, load_confirmation
 from specviz.sweep_view import (
     recommendation_table,
@@ -87,10 +87,12 @@ else:
         st.warning("**The schedule measured as a row.** " + " ".join(verdict))
     st.markdown(f"**Export:** {describe_spec(result.exported)}. Batch sizes between two measured concurrencies "
                 "take the k of the next one up; vLLM keeps the last k for every larger batch. One k everywhere is "
-                "exported as a static config and k = 0 everywhere as none: a schedule's k = 0 entries are not free "
-                "(`benchmarks/schedule_cost.py`, docs/schedule-cost.md).")
+                "exported as a static config and k = 0 everywhere as none: a k = 0 range still runs a drafter that "
+                "has a model every step (docs/schedule-cost.md).")
     st.code(serve_command_text(sweep.grid.target_model, result.exported, trace=False), language="bash", wrap_lines=True)
     st.code(python_config(sweep.grid.target_model, result.exported), language="python")
+    if reason := export_reason(result):
+        st.info(reason)
     if result.exported is not None and result.exported.schedule and result.schedule_measured_in is None:
         st.info("This schedule has not been measured yet. Measure it beside every static k by running the sweep's "
                 f"command again with `{schedule_option(result.exported)}`"

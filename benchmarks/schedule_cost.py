@@ -1,20 +1,21 @@
 """What a per-batch-size schedule (num_speculative_tokens_per_batch_size) costs by itself, measured side by side.
 
-    .venv/bin/python benchmarks/schedule_cost.py [--parts zero boundary] [--rounds 3] [--concurrency 4]
+    .venv/bin/python benchmarks/schedule_cost.py [--parts zero boundary iomp] [--rounds 3] [--concurrency 4]
+        [--drafter '{"method": "eagle3", "model": "drafters/smollm2-135m-eagle3"}']
 
-Two measurements, each one server per arm (the demo model, untraced: vLLM's stock scheduler, as it
+Three measurements, each one server per arm (the demo model, untraced: vLLM's stock scheduler, as it
 serves by default; async scheduling left to the platform, which turns it off on CPU):
 
-- zero: ngram k=3 (lookup 2-4) with the all-zero schedule [[1, 1024, 0]] against no speculative
-  config at all. Both draft nothing, so any difference is what the schedule machinery costs
-  (vLLM #49548 reports 6.6% time per output token at concurrency 2). vLLM accepts the all-zero
-  schedule; the script checks that that arm's counters show no draft token. What k=0 still runs:
-  vLLM's model runner calls the drafter every step whatever k the schedule picked (the ngram
-  proposer returns early per request; EAGLE and draft models still run their first forward pass
-  to keep their KV cache in sync, vllm/v1/spec_decode/llm_base_proposer.py). On x86 CPUs vLLM also
-  warns that any speculative config without Intel OpenMP in LD_PRELOAD "will cause significant
-  performance loss" (vllm/v1/worker/cpu_worker.py): a CPU figure includes that; set LD_PRELOAD
-  (the venv ships lib/libiomp5.so) for both arms to take it out.
+- zero: the drafter (ngram lookup 2-4 unless --drafter) at k=3 with the all-zero schedule
+  [[1, 1024, 0]] against no speculative config at all. Both draft nothing, so any difference is what
+  the schedule machinery costs (vLLM #49548 reports 6.6% time per output token at concurrency 2).
+  vLLM accepts the all-zero schedule; the script checks that that arm's counters show no draft
+  token. What k=0 still runs: vLLM's model runner calls the drafter every step whatever k the
+  schedule picked (the ngram proposer returns early per request; EAGLE and draft models still run
+  their first forward pass to keep their KV cache in sync, vllm/v1/spec_decode/llm_base_proposer.py).
+- iomp: the zero part's two arms, each with and without LD_PRELOAD of the venv's Intel OpenMP
+  (lib/libiomp5.so): on x86 CPUs vLLM warns that any speculative config without it "will cause
+  significant performance loss" (vllm/v1/worker/cpu_worker.py).
 - boundary: the same prompts under a schedule whose boundary the batch crosses as requests finish,
   [[1, c//2, 3], [c//2 + 1, 1024, 1]] at concurrency c (c=4: [[1, 2, 3], [3, 1024, 1]]), against
   static k=1 and static k=3. How much of the run drafted 3 shows in its draft tokens per draft.
@@ -27,6 +28,7 @@ for the mean time per output token.
 
 from __future__ import annotations
 
+import json
 import statistics
 import sys
 from pathlib import Path
@@ -56,10 +58,12 @@ def boundary_schedule(concurrency: int, low_k: int = 1, high_k: int = 3) -> list
     return [[1, half, high_k], [half + 1, LARGEST_BATCH, low_k]]
 
 
-def arms(part: str, concurrency: int) -> dict[str, SpecConfig | None]:
-    """The arms of a part, in the order they alternate; the first is the ratios' numerator."""
+def arms(part: str, concurrency: int, drafter: dict | None = None) -> dict[str, SpecConfig | None]:
+    """The arms of a part, in the order they alternate; the first is the ratios' numerator.
+    `drafter` (a speculative config without k) replaces ngram lookup 2-4 in the zero and iomp parts."""
     static = SpecConfig.from_dict(SPEC)  # ngram k=3, lookup 2-4
-    all_zero = SpecConfig.from_dict(SPEC | {SCHEDULE_FIELD: [[1, LARGEST_BATCH, 0]]})
+    zero_drafter = SPEC if drafter is None else drafter | {"num_speculative_tokens": SPEC["num_speculative_tokens"]}
+    all_zero = SpecConfig.from_dict(zero_drafter | {SCHEDULE_FIELD: [[1, LARGEST_BATCH, 0]]})
     if part == "zero":
         return {"all-zero": all_zero, "none": None}
     if part == "iomp":
@@ -76,7 +80,7 @@ def check_complete(name: str, runs: list[Run]) -> None:
 
 
 def measure_part(part: str, model: str, dtype: str, prompts: list[str], args, tokenizer) -> None:
-    specs = arms(part, args.concurrency)
+    specs = arms(part, args.concurrency, args.drafter)
     tpot: dict[str, list[list[float]]] = {name: [] for name in specs}  # ms per output token, mean per run
     drafted: dict[str, list[int]] = {name: [0, 0, 0, 0] for name in specs}  # drafts, tokens, accepted, runs counted
     outputs: dict[str, list[list[int]]] = {name: [] for name in specs}
@@ -107,8 +111,9 @@ def measure_part(part: str, model: str, dtype: str, prompts: list[str], args, to
               if part == "iomp" else [(names[0], other) for other in names[1:]])
     labels = {name: f"{name:<13} {describe_spec(spec):<48}" for name, spec in specs.items()}
     target = f"{Path(model).name} {', '.join(sorted(dtypes))}"
-    drafting = {"zero": "ngram k=3 (lookup 2-4) with an all-zero schedule vs no speculative config",
-                "iomp": "all-zero schedule and no speculative config, each with and without LD_PRELOAD=libiomp5",
+    zero = describe_spec(specs[names[0]])
+    drafting = {"zero": f"{zero} vs no speculative config",
+                "iomp": f"{zero} and no speculative config, each with and without LD_PRELOAD=libiomp5",
                 "boundary": "ngram (lookup 2-4) with a schedule vs static k=1 and k=3"}[part]
     report(tput, labels, "untraced", args, target=target, drafting=drafting, ratios=ratios)
     print_arms(tpot, labels, unit="ms per output token")
@@ -133,12 +138,15 @@ def main(argv: list[str] | None = None) -> None:
         p.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
         p.add_argument("--model", default=None, help="target model folder (default: the demo model)")
         p.add_argument("--dtype", default=None, help="default: float32 for the demo model, else vLLM's 'auto'")
+        p.add_argument("--drafter", type=json.loads, default=None,
+                       help="the zero and iomp parts' drafter as speculative_config JSON without k, e.g. "
+                            '\'{"method": "eagle3", "model": "drafters/smollm2-135m-eagle3"}\' (default: ngram lookup 2-4)')
 
     args, prompts, tokenizer = ab_setup(__doc__, rounds=3, add_arguments=options, argv=argv)
     model = args.model or str(ensure_demo_model())
     dtype = args.dtype or default_dtype(model)
     for part in args.parts:
-        print(f"\n== {part}: " + " / ".join(f"{n} = {describe_spec(s)}" for n, s in arms(part, args.concurrency).items()),
+        print(f"\n== {part}: " + " / ".join(f"{n} = {describe_spec(s)}" for n, s in arms(part, args.concurrency, args.drafter).items()),
               flush=True)
         measure_part(part, model, dtype, prompts, args, tokenizer)
 

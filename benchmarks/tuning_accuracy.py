@@ -16,9 +16,11 @@ were measured too and serve as the truth. Printed, with each sweep's provenance:
      spread over repeats, and whether the recommended k's measured median lies within that spread
      (with one run per cell the spread is a point: only the best k itself is within it);
   5. where `specviz tune` confirmed the drafter (<sweep>/confirm/<drafter>/): the k picked on those fresh
-     runs, checked against the sweep's own measurement the same way; and where the sweep measured the
-     exported schedule as a row, the schedule against every static k: within the best's spread at each
-     concurrency, and its output tokens/s summed over the concurrencies against each static k's sum.
+     runs, checked against the sweep's own measurement the same way; and where the sweep (or else the
+     confirmation) measured the picks' schedule as a row, the schedule against every static k measured
+     beside it: within the best's spread at each concurrency, and its output tokens/s summed over the
+     concurrencies against each static k's sum; and what is exported (a static k level with the
+     schedule summed replaces it: specviz.schedule, 4.).
 The totals over all sweeps close the report.
 """
 
@@ -34,7 +36,7 @@ from specviz.acceptance_at_k import tokens_per_step, tokens_per_step_fixed_share
 from specviz.config import describe_spec
 from specviz.files import REPO_DIR
 from specviz.prediction import TuningRefusal, fixed_k_drafters, predict
-from specviz.schedule import EngineCost, schedule_label, schedule_verdict, tuned
+from specviz.schedule import EngineCost, export_reason, schedule_label, schedule_verdict, tuned
 from specviz.step_cost import fit_step_cost, measured_pass
 from specviz.sweep import BASELINE, Sweep, list_sweep_files, load_confirmation, load_sweep
 
@@ -195,30 +197,43 @@ def _confirmed(sweep: Sweep, pred, folder: Path, name: str, by_key: dict, totals
             print(f"    c={row.concurrency:<3} confirmed k={row.confirmed_k} ({row.confirmed.text()} in the "
                   f"confirmation) · in the sweep {_spread(got) if got else 'not measured'} · best k="
                   f"{best.num_speculative_tokens} {_spread(best)} · {verdict}")
-    if result.exported is None or not result.exported.schedule:
+    if result.schedule is None or not result.schedule.schedule:
         print(f"  exported: {describe_spec(result.exported)} (no schedule row to measure)")
         return
-    label = schedule_label(result.exported)
-    rows = {c.concurrency: c for c in sweep.cells if c.drafter == label}
-    print(f"  exported schedule: {describe_spec(result.exported)}")
-    if not rows:
-        print("    not measured in this sweep (add it with the sweep's command and --schedule)")
-        if result.schedule_measured_in == "confirmation":
-            for line in schedule_verdict(result) or ["within the confirmed picks' spread at every concurrency"]:
-                print(f"    in the confirmation: {line}")
+    label = schedule_label(result.schedule)
+    print(f"  the picks' schedule: {describe_spec(result.schedule)} · exported: {describe_spec(result.exported)}")
+    if reason := export_reason(result):
+        print(f"    {reason}")
+    if rows := {c.concurrency: c for c in sweep.cells if c.drafter == label}:
+        _schedule_against_static(result.schedule, rows, by_key, pred.drafter, f"{name} {pred.drafter}", totals)
         return
+    print("    not measured in this sweep (add it with the sweep's command and --schedule)")
+    if result.schedule_measured_in == "confirmation":
+        rows = {c.concurrency: c for c in confirmation.cells if c.drafter == label}
+        confirmed = {(c.drafter, c.num_speculative_tokens, c.concurrency): c for c in confirmation.cells}
+        print("    in the confirmation, against the static k it measured beside the schedule (same machine, "
+              "same rounds; the baseline is k=0):")
+        _schedule_against_static(result.schedule, rows, confirmed, pred.drafter,
+                                 f"{name} {pred.drafter} (confirmation)", totals)
+        for line in schedule_verdict(result):
+            print(f"    against the picks: {line}")
+
+
+def _schedule_against_static(exported, rows: dict, by_key: dict, drafter: str, point: str, totals: Totals) -> None:
+    """The schedule's row against every static k measured beside it (k=0: no drafting): within the best's
+    spread at each concurrency, and summed over the concurrencies against each k measured at all of them."""
     sums = {}
     for c, cell in sorted(rows.items()):
-        measured, best = _best_static(by_key, pred.drafter, c)
+        measured, best = _best_static(by_key, drafter, c)
         for k, x in measured.items():
             sums.setdefault(k, []).append(x.output_tokens_per_s)
         inside = cell.output_tokens_per_s >= best.output_tokens_per_s_min
-        print(f"    c={c:<3} schedule k={result.exported.k_at(c)} {_spread(cell)} · best static k="
+        print(f"    c={c:<3} schedule k={exported.k_at(c)} {_spread(cell)} · best static k="
               f"{best.num_speculative_tokens} {_spread(best)} · {'within' if inside else 'OUTSIDE'}")
     total = sum(x.output_tokens_per_s for x in rows.values())
     full = {k: sum(v) for k, v in sums.items() if len(v) == len(rows)}
     beaten = [k for k, v in full.items() if v > total]
-    line = (f"{name} {pred.drafter}: schedule sum {total:.1f} tok/s over c={sorted(rows)} against static k "
+    line = (f"{point}: schedule sum {total:.1f} tok/s over c={sorted(rows)} against static k measured at every one "
             + ", ".join(f"{k}: {v:.1f}" for k, v in sorted(full.items()))
             + (f" · BEATEN by k={beaten}" if beaten else " · at or above every static k"))
     totals.schedules.append(line)

@@ -271,7 +271,7 @@ def _with_progress(measure, out: Path, *, total: int):
 def cmd_tune(args: argparse.Namespace) -> int:
     from .config import describe_spec, python_config, serve_command_text
     from .prediction import fixed_k_drafters, predict
-    from .schedule import EngineCost, confirmation_grid, schedule_verdict, tuned
+    from .schedule import EngineCost, confirmation_grid, export_reason, schedule_verdict, tuned
     from .sweep import Sweep, SweepError, confirmation_folder, load_sweep
     from .sweep_runner import check_grid, run_confirmation
 
@@ -296,17 +296,19 @@ def cmd_tune(args: argparse.Namespace) -> int:
         total=(len(Sweep(grid=grid).expected_keys()) + len(grid.concurrencies)) * grid.repeats)
     if isinstance(result, int):
         return result
-    confirm, exported = result
+    confirm, _ = result
     print(f"{drafter}: predicted from the sweep, confirmed by measurement ({confirm.grid.repeats} runs per cell, "
           "output tokens/s: median (min-max))")
     result = tuned(pred, sweep, confirm)
+    exported = result.exported
     for row in result.rows:
         base = row.baseline.text() if row.baseline else "not measured"
         sched = f" · schedule {row.schedule.text()}" if row.schedule else ""
         print(f"  c={row.concurrency:<3} predicted k={row.predicted_k} ({row.predicted_output_tokens_per_s:.1f}) · "
               f"confirmed k={row.confirmed_k} {row.confirmed.text()} · baseline {base}{sched}")
-    for line in schedule_verdict(result):
-        print("  " + line)
+    for line in [*schedule_verdict(result), export_reason(result) or ""]:
+        if line:
+            print("  " + line)
     spent = EngineCost.of(confirm.cells)
     full = EngineCost.of([c for c in sweep.cells if not c.scheduled])
     print(f"engine time (measuring and starting engines): this confirmation {spent.text()}; "

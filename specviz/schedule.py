@@ -22,8 +22,17 @@ tuner's prediction then only says which k to measure first.
    up to c_i (a run at concurrency c_i schedules c_i requests per step until its last requests
    finish); equal neighbours merge; vLLM keeps the last k for every larger batch. Picks {1: 4, 2: 2,
    4: 2, 8: 1, 16: 0} -> [[1, 1, 4], [2, 4, 2], [5, 8, 1], [9, 16, 0]]. One k everywhere is a static
-   config, and k = 0 everywhere is no speculative config at all: a schedule of zeros still costs
-   (benchmarks/schedule_cost.py measures it).
+   config, and k = 0 everywhere is no speculative config at all: a k = 0 range of a drafter with a
+   model (EAGLE, draft model, MTP) still runs the drafter's forward pass every step (ngram's costs
+   nothing measurable; docs/schedule-cost.md).
+4. The export (tuned): the schedule, until it is measured as a row. Then a static k measured beside it at
+   every concurrency competes with it on output tokens/s summed over the concurrencies (medians; the
+   spread is the sums of the runs' mins and maxes): when the best such k is level with the schedule or
+   above it, that one k is exported, since the schedule did not measure better and one k is simpler to
+   serve and to reason about. Worked (code, ngram, confirmation): schedule 1: k=5 · 2-16: k=4 summed
+   617.8 (613.2-630.0); static k=4 620.9 (609.3-650.1): level, so export k=4. No drafting (k=0) does
+   not compete here: the picks already say where drafting pays, and schedule_verdict sets the schedule
+   against it.
 """
 
 from __future__ import annotations
@@ -31,7 +40,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from .base import Frozen
-from .config import BatchSizeRange, SpecConfig
+from .config import BatchSizeRange, SpecConfig, describe_spec
 from .prediction import Prediction
 from .sweep import BASELINE, Sweep, SweepCell, SweepGrid, drafter_label
 
@@ -154,32 +163,73 @@ def confirmation_rows(pred: Prediction, measured: Sweep) -> list[ConfirmationRow
 
 
 class Tuned(Frozen):
-    """The Tuning page's answer for one drafter: per concurrency predicted, confirmed and measured, and
-    the spec to export (the confirmed picks' schedule)."""
+    """The Tuning page's answer for one drafter: per concurrency predicted, confirmed and measured; the
+    confirmed picks' schedule; and the spec to export (module docstring, 4.)."""
 
     rows: list[ConfirmationRow]
-    exported: SpecConfig | None = Field(description="None: no drafting pays at any measured concurrency")
+    schedule: SpecConfig | None = Field(description="the confirmed picks as vLLM's schedule (a static config when "
+                                                    "one k fits all; None: no drafting pays at any concurrency)")
+    exported: SpecConfig | None = Field(description="what to serve: the schedule, or the static k of static_level")
     confirmed_by: str = Field(description="'confirmation' (specviz tune measured it) or 'sweep' (its own cells)")
-    schedule_measured_in: str | None = Field(description="'sweep' or 'confirmation' where the exported schedule "
-                                                         "was measured as a row; None: not measured yet")
+    schedule_measured_in: str | None = Field(description="'sweep' or 'confirmation' where the schedule was "
+                                                         "measured as a row; None: not measured yet")
+    schedule_sum: Measured | None = Field(default=None, description="the schedule's row summed over the "
+                                                                    "concurrencies it was measured at")
+    static_level: Measured | None = Field(default=None, description="the static k exported instead of the "
+                                                                    "schedule, summed over the same concurrencies")
 
 
 def tuned(pred: Prediction, sweep: Sweep, confirmation: Sweep | None) -> Tuned:
-    """Pick on the confirmation when there is one, else on the sweep's own cells; the exported schedule's
-    measured row from the sweep (beside every static k) or else the confirmation."""
+    """Pick on the confirmation when there is one, else on the sweep's own cells; the schedule's measured
+    row from the sweep (beside every static k) or else the confirmation; the export (module docstring, 4.)."""
     rows = confirmation_rows(pred, confirmation or sweep)
-    exported = exported_spec(pred.spec, {r.concurrency: r.confirmed_k for r in rows}) if rows else None
-    where = None
-    if exported is not None and exported.schedule:
-        label = schedule_label(exported)
+    schedule = exported_spec(pred.spec, {r.concurrency: r.confirmed_k for r in rows}) if rows else None
+    found: dict = {}
+    if schedule is not None and schedule.schedule:
+        label = schedule_label(schedule)
         for name, source in (("sweep", sweep), ("confirmation", confirmation)):
             cells = {c.concurrency: Measured.of(c) for c in (source.cells if source else []) if c.drafter == label}
             if cells:
                 rows = [r.model_copy(update={"schedule": cells.get(r.concurrency)}) for r in rows]
-                where = name
+                static = {}
+                for c in source.cells:
+                    if c.drafter == pred.drafter and not c.scheduled and c.concurrency in cells:
+                        static.setdefault(c.num_speculative_tokens, {})[c.concurrency] = Measured.of(c)
+                total = summed(list(cells.values()), schedule.num_speculative_tokens)
+                found = dict(schedule_measured_in=name, schedule_sum=total,
+                             static_level=static_level_with(total, len(cells), static))
                 break
-    return Tuned(rows=rows, exported=exported, confirmed_by="confirmation" if confirmation else "sweep",
-                 schedule_measured_in=where)
+    level = found.get("static_level")
+    return Tuned(rows=rows, schedule=schedule, exported=schedule.with_k(level.k) if level else schedule,
+                 confirmed_by="confirmation" if confirmation else "sweep", **({"schedule_measured_in": None} | found))
+
+
+def summed(measured: list[Measured], k: int) -> Measured:
+    """One config's output tokens/s summed over concurrencies: the medians, and the runs' mins and maxes
+    summed as its spread. k=4 at 58.7 (55.5-59.3) and 104.4 (104.2-105.9) -> 163.1 (159.7-165.2)."""
+    return Measured(k=k, output_tokens_per_s=sum(m.output_tokens_per_s for m in measured),
+                    low=sum(m.low for m in measured), high=sum(m.high for m in measured),
+                    repeats=min(m.repeats for m in measured))
+
+
+def static_level_with(schedule_sum: Measured, concurrencies: int,
+                      static: dict[int, dict[int, Measured]]) -> Measured | None:
+    """The static k (>= 1) measured at all `concurrencies` of the schedule's row whose sum is level with the
+    schedule's or above it, the highest sum first; None: the schedule measured better than every such k."""
+    sums = [summed(list(by_c.values()), k) for k, by_c in static.items() if k >= 1 and len(by_c) == concurrencies]
+    level = [m for m in sums if m.level_with(schedule_sum)
+             or m.output_tokens_per_s >= schedule_sum.output_tokens_per_s]
+    return max(level, key=lambda m: (m.output_tokens_per_s, -m.k), default=None)
+
+
+def export_reason(result: Tuned) -> str | None:
+    """Why a static k is exported in place of the picks' schedule, in one sentence; None when it is not."""
+    if result.static_level is None or result.schedule_sum is None:
+        return None
+    return (f"The schedule ({describe_spec(result.schedule)}) measured as a row in the {result.schedule_measured_in}, "
+            f"summed over the concurrencies it ran at: {result.schedule_sum.text()}; static "
+            f"k={result.static_level.k} beside it: {result.static_level.text()}. The schedule did not measure "
+            f"better, so the export is static k={result.static_level.k}: one k everywhere, simpler to serve.")
 
 
 def schedule_verdict(result: Tuned) -> list[str]:
@@ -192,15 +242,15 @@ def schedule_verdict(result: Tuned) -> list[str]:
     (chat, EAGLE-3, 1: k=1 · 2-4: k=2 · 5-16: k=0): at c=16 the schedule measured 161.1 (151.2-206.4)
     against the pick k=0, no speculative config, at 219.1 (212.4-258.0): short. 97% of its tokens came
     from steps that drafted nothing, and those steps took 68.4 ms (median) against the baseline's 51.8 ms:
-    a k=0 range is not free (benchmarks/schedule_cost.py measures that cost by itself).
+    EAGLE-3's k=0 range still runs the drafter (docs/schedule-cost.md).
     """
     rows = [r for r in result.rows if r.schedule]
-    if not rows or result.exported is None or not result.exported.schedule:
+    if not rows or result.schedule is None or not result.schedule.schedule:
         return []
-    out = [f"At concurrency {r.concurrency} the schedule (k={result.exported.k_at(r.concurrency)}) measured "
+    out = [f"At concurrency {r.concurrency} the schedule (k={result.schedule.k_at(r.concurrency)}) measured "
            f"{r.schedule.text()} against the pick k={r.confirmed_k} at {r.confirmed.text()}"
-           + (": its k=0 range drafts nothing but still runs with a speculative config, which costs "
-              "(benchmarks/schedule_cost.py)" if result.exported.k_at(r.concurrency) == 0 else "")
+           + (": its k=0 range drafts nothing, but a drafter with a model still runs a forward pass every "
+              "step (docs/schedule-cost.md)" if result.schedule.k_at(r.concurrency) == 0 else "")
            + "." for r in rows
            if r.schedule.output_tokens_per_s < r.confirmed.low]
     if len(rows) == len(result.rows) and all(r.baseline for r in rows):

@@ -138,7 +138,8 @@ def run_confirmation(sweep_dir: Path, drafter: str, *, repeats: int = 3, neighbo
     """Measure the cells that decide (schedule.confirmation_grid), pick on measurement, then measure the
     schedule of the picks as one more row (its own rounds, after the candidates'); resumable.
 
-    Returns the confirmation sweep and the exported spec (None: no drafting pays anywhere). `callbacks`
+    Returns the confirmation sweep and the picks' spec (schedule.Tuned.schedule; None: no drafting pays
+    anywhere; what to export is schedule.tuned's answer once the schedule's row is in). `callbacks`
     go to run_sweep; `sweep` and `pred` (its prediction.Prediction for the drafter), when the caller has them
     already. Raises SweepError when the tuner refuses the drafter as a whole.
     """
@@ -154,8 +155,8 @@ def run_confirmation(sweep_dir: Path, drafter: str, *, repeats: int = 3, neighbo
     grid = confirmation_grid(sweep, pred, repeats=repeats, neighbours=neighbours,
                              schedules=[SpecConfig.from_dict(d) for d in kept])
     confirm = run_sweep(grid, out, **callbacks)
-    exported = exported_spec(pred.spec, {r.concurrency: r.confirmed_k for r in confirmation_rows(pred, confirm)})
-    if exported is not None and exported.schedule and exported.to_vllm() not in grid.schedules:
-        confirm = run_sweep(grid.model_copy(update={"schedules": [*grid.schedules, exported.to_vllm()]}), out,
+    picked = exported_spec(pred.spec, {r.concurrency: r.confirmed_k for r in confirmation_rows(pred, confirm)})
+    if picked is not None and picked.schedule and picked.to_vllm() not in grid.schedules:
+        confirm = run_sweep(grid.model_copy(update={"schedules": [*grid.schedules, picked.to_vllm()]}), out,
                             **callbacks)
-    return confirm, exported
+    return confirm, picked

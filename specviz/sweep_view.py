@@ -211,8 +211,8 @@ def step_cost_text(fit: StepCostFit) -> str:
 def recommendation_table(result: Tuned) -> list[dict]:
     """The Tuning page's table, one row per concurrency, output tokens/s as 'median (min-max)'; k and its
     figure in one cell ('k=5: 42.7 (39.2-44.1)') so the table fits a 1280 px screen. Every predicted and
-    confirmed figure has the measured baseline beside it; the schedule's columns only when the export is one."""
-    scheduled = result.exported is not None and bool(result.exported.schedule)
+    confirmed figure has the measured baseline beside it; the schedule's column only when the picks make one."""
+    scheduled = result.schedule is not None and bool(result.schedule.schedule)
     rows = []
     for r in result.rows:
         base, at_predicted = r.baseline, r.at(r.predicted_k)
@@ -226,7 +226,7 @@ def recommendation_table(result: Tuned) -> list[dict]:
             if base and base.output_tokens_per_s else None,
         }
         if scheduled:
-            row["schedule"] = (f"k={result.exported.k_at(r.concurrency)}: "
+            row["schedule"] = (f"k={result.schedule.k_at(r.concurrency)}: "
                                + (r.schedule.short() if r.schedule else NOT_MEASURED))
         rows.append(row)
     return rows

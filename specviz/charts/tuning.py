@@ -188,11 +188,11 @@ def schedule_chart(result: Tuned, pred: Prediction, caption: str) -> go.Figure:
     measured_schedule = [r for r in result.rows if r.schedule is not None]
     if measured_schedule:
         xs, ys = [r.concurrency for r in measured_schedule], [r.schedule.output_tokens_per_s for r in measured_schedule]
-        name = f"exported schedule, measured in the {result.schedule_measured_in}"
+        name = f"the picks' schedule, measured in the {result.schedule_measured_in}"
     else:
         xs, ys = concurrencies, [r.confirmed.output_tokens_per_s for r in result.rows]
         name = f"confirmed k per concurrency, measured in the {result.confirmed_by}"
-    schedule_k = {r.concurrency: result.exported.k_at(r.concurrency) if result.exported else 0 for r in result.rows}
+    schedule_k = {r.concurrency: result.schedule.k_at(r.concurrency) if result.schedule else 0 for r in result.rows}
     fig.add_trace(go.Scatter(
         x=xs, y=ys, mode="lines+markers+text", name=name, meta=dict(role="schedule"),
         line=dict(color="#111111", width=3.5), marker=dict(symbol="star", size=15, color="#111111"),

@@ -10,6 +10,7 @@ from specviz.schedule import (
     Measured,
     confirmation_candidates,
     confirmation_grid,
+    export_reason,
     exported_spec,
     pick_on_measurement,
     schedule_for,
@@ -88,7 +89,7 @@ def test_tuned_picks_on_the_sweeps_own_cells_and_finds_the_schedule_row(tmp_path
     table = recommendation_table(result)
     assert table[0]["baseline"] == "33.3" and table[0]["speedup"] == 1.26
     assert table[1]["schedule"] == "k=1: not measured" and table[0]["confirmed"] == "k=2: 42.0"
-    static = result.model_copy(update={"exported": result.exported.with_k(2)})
+    static = result.model_copy(update={"schedule": result.schedule.with_k(2)})
     assert "schedule" not in recommendation_table(static)[0]  # one k everywhere: no schedule column
 
     # the exported schedule measured as a row of the confirmation: it stands beside the picks
@@ -150,11 +151,54 @@ def test_the_verdict_names_where_the_measured_schedule_falls_short_and_sums_it_a
         [BatchSizeRange(first=1, last=1, k=1), BatchSizeRange(first=2, last=16, k=0)])
     rows = [row(1, m(1, 23.5, 21.2, 28.3), m(0, 18.5, 16.8, 20.7), m(1, 22.9, 22.7, 25.1)),
             row(16, m(0, 219.1, 212.4, 258.0), m(0, 219.1, 212.4, 258.0), m(0, 161.1, 151.2, 206.4))]
-    result = Tuned(rows=rows, exported=spec, confirmed_by="confirmation", schedule_measured_in="confirmation")
+    result = Tuned(rows=rows, schedule=spec, exported=spec, confirmed_by="confirmation",
+                   schedule_measured_in="confirmation")
     short, sums = schedule_verdict(result)
     assert short.startswith("At concurrency 16 the schedule (k=0) measured 161.1 (151.2-206.4, 3 runs) against "
                             "the pick k=0 at 219.1") and "k=0 range drafts nothing" in short
     assert "schedule 184.0, no drafting 237.6, the picks 242.6" in sums
-    assert schedule_verdict(result.model_copy(update={"exported": spec.with_k(1)})) == []  # static: no verdict
+    assert schedule_verdict(result.model_copy(update={"schedule": spec.with_k(1)})) == []  # static: no verdict
     unmeasured = [r.model_copy(update={"schedule": None}) for r in rows]
     assert schedule_verdict(result.model_copy(update={"rows": unmeasured})) == []
+
+
+def test_a_static_k_level_with_the_measured_schedule_summed_is_exported_instead():
+    # the code sweep's confirmation (ngram, AMD EPYC, 3 runs per cell): schedule 1: k=5 · 2-16: k=4
+    from specviz.schedule import static_level_with, summed
+
+    schedule = {1: m(5, 60.4, 58.5, 60.5), 2: m(4, 102.0, 101.0, 103.9), 4: m(4, 135.8, 135.1, 137.4),
+                8: m(4, 159.8, 159.7, 161.4), 16: m(4, 159.9, 158.9, 166.8)}
+    static = {4: {1: m(4, 58.7, 55.5, 59.3), 2: m(4, 104.4, 104.2, 105.9), 4: m(4, 141.8, 139.6, 142.5),
+                  8: m(4, 156.6, 153.3, 169.2), 16: m(4, 159.3, 156.7, 173.2)},
+              5: {1: m(5, 60.9, 60.5, 62.2), 2: m(5, 100.6, 99.9, 101.2), 4: m(5, 132.3, 130.7, 133.2),
+                  8: m(5, 151.5, 140.5, 153.2), 16: m(5, 153.6, 151.7, 165.9)},
+              3: {1: m(3, 99.0, 98.0, 100.0)}}  # not measured at every concurrency: does not compete
+    total = summed(list(schedule.values()), 5)
+    assert (round(total.output_tokens_per_s, 1), round(total.low, 1), round(total.high, 1)) == (617.9, 613.2, 630.0)
+    # (from the unrounded runs: 617.8 and k=4's 620.9)
+    level = static_level_with(total, len(schedule), static)
+    assert level.k == 4 and round(level.output_tokens_per_s, 1) == 620.8  # k=5's 599.0 lies below 613.2
+    assert static_level_with(total, len(schedule), {5: static[5]}) is None  # the schedule measured better
+
+    # chat, EAGLE-3: the schedule 457.3 (391.9-517.4) against static k=1 430.0 (371.5-450.4): the schedule stays
+    sched = summed([m(1, 22.9, 22.7, 25.1), m(2, 47.5, 41.2, 49.3), m(2, 87.4, 86.1, 91.8), m(0, 138.4, 90.7, 144.8),
+                    m(0, 161.1, 151.2, 206.4)], 2)
+    k1 = {c: m(1, *v) for c, v in zip((1, 2, 4, 8, 16), ((23.5, 21.2, 28.3), (44.9, 36.0, 47.8), (87.0, 67.0, 90.5),
+                                                        (129.1, 111.2, 131.6), (145.5, 136.1, 152.2)))}
+    assert static_level_with(sched, 5, {1: k1}) is None
+
+
+def test_tuned_exports_the_static_k_and_says_why_once_the_schedule_row_measured_no_better():
+    sweep = _sweep()
+    pred = predict(sweep, "ngram lookup 2-4")
+    schedule = tuned(pred, sweep, None).schedule  # 1: k=2 · 2-4: k=1
+    label = schedule_label(schedule)
+    for sched_at_4, exported in ((69.0, schedule.with_k(1)), (90.0, schedule)):
+        rows = [cell(2, c, t, steps([1, 1, 1], undrafted=20), drafter=label, config=schedule.to_vllm())
+                for c, t in ((1, 41.0), (4, sched_at_4))]
+        result = tuned(pred, Sweep(grid=sweep.grid, cells=[*sweep.cells, *rows]), None)
+        assert result.schedule == schedule and result.exported == exported, sched_at_4
+        reason = export_reason(result)
+        assert (reason is None) == (exported == schedule)
+        if reason:
+            assert f"static k={result.static_level.k}" in reason and "did not measure better" in reason
