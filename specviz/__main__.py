@@ -269,9 +269,10 @@ def _with_progress(measure, out: Path, *, total: int):
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from .config import describe_spec, python_config, serve_command_text
+    from .config import describe_spec
     from .prediction import fixed_k_drafters, predict
     from .schedule import EngineCost, confirmation_grid, schedule_verdict, tuned
+    from .serve_command import python_config, serve_command_text
     from .sweep import Sweep, SweepError, confirmation_folder, load_sweep
     from .sweep_runner import check_grid, run_confirmation
 

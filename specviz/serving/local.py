@@ -26,10 +26,11 @@ from pathlib import Path
 
 import httpx
 
-from ..config import SpecConfig, serve_command
+from ..config import SpecConfig
 from ..demo_model import default_dtype
 from ..files import REPO_DIR
 from ..platforms import attention_backends_from_log, model_dtype_from_log
+from ..serve_command import serve_command
 from .engine_log import root_cause
 from .recording import load_tokenizer
 from .server import EngineError, Provenance, local_device, vllm_version
