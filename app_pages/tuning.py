@@ -13,7 +13,8 @@ from specviz.config import describe_spec
 from specviz.prediction import fixed_k_drafters, predict, recorded_ks
 from specviz.schedule import schedule_verdict, tuned
 from specviz.serve_command import python_config, serve_command_text
-from specviz.sweep import SweepError, load_confirmation
+from specviz.sweep import SweepError
+from specviz.sweep_files import load_confirmation
 from specviz.sweep_view import (
     recommendation_table,
     refusals_at_k,
