@@ -4,7 +4,8 @@ and which methods ran on this machine."""
 import streamlit as st
 
 from specviz import catalog, config_builder, method_trials, methods_view, ui, ui_textbook
-from specviz.config import TRACE_ENV_TEXT, ConfigError, serve_command_text
+from specviz.config import ConfigError
+from specviz.serve_command import TRACE_ENV_TEXT, serve_command_text
 from specviz.view import render, walkthrough
 
 MAX_K = 32  # suffix decoding's docs suggest 16 to 32

@@ -22,7 +22,8 @@ from specviz.runfile import RunFileError, run_bytes
 from specviz.serving.attached import AttachedServer, AttachError, attach
 from specviz.serving.live import LiveGeneration
 from specviz.serving.shared import EngineConfig
-from specviz.verify import VerifyError, verify_draft
+from specviz.serving.verify_client import verify_draft
+from specviz.verify import VerifyError
 from specviz.view import render
 from specviz.viewer import viewer_mode
 

@@ -9,10 +9,12 @@ from specviz import ui, ui_sweeps
 from specviz.acceptance_at_k import CUT_IS_VALID, MIN_DRAFTED_STEPS
 from specviz.charts import sweeps as sweep_charts
 from specviz.charts import tuning as tuning_charts
-from specviz.config import describe_spec, python_config, serve_command_text
+from specviz.config import describe_spec
 from specviz.prediction import fixed_k_drafters, predict, recorded_ks
 from specviz.schedule import export_reason, schedule_verdict, tuned
-from specviz.sweep import SweepError, load_confirmation
+from specviz.serve_command import python_config, serve_command_text
+from specviz.sweep import SweepError
+from specviz.sweep_files import load_confirmation
 from specviz.sweep_view import (
     recommendation_table,
     refusals_at_k,

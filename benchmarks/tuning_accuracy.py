@@ -38,7 +38,8 @@ from specviz.files import REPO_DIR
 from specviz.prediction import TuningRefusal, fixed_k_drafters, predict
 from specviz.schedule import EngineCost, export_reason, schedule_label, schedule_verdict, tuned
 from specviz.step_cost import fit_step_cost, measured_pass
-from specviz.sweep import BASELINE, Sweep, list_sweep_files, load_confirmation, load_sweep
+from specviz.sweep import BASELINE, Sweep
+from specviz.sweep_files import list_sweep_files, load_confirmation, load_sweep
 
 TARGET_ERROR = 0.05
 

@@ -242,7 +242,8 @@ def _with_progress(measure, out: Path, *, total: int):
 
     from .config import describe_spec
     from .serving.server import EngineError
-    from .sweep import SweepError, load_sweep
+    from .sweep import SweepError
+    from .sweep_files import load_sweep
     from .sweep_table import sweep_summary_line
 
     bar = tqdm(total=total, unit="run", desc="sweep", file=sys.stderr)
@@ -269,10 +270,12 @@ def _with_progress(measure, out: Path, *, total: int):
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from .config import describe_spec, python_config, serve_command_text
+    from .config import describe_spec
     from .prediction import fixed_k_drafters, predict
     from .schedule import EngineCost, confirmation_grid, export_reason, schedule_verdict, tuned
-    from .sweep import Sweep, SweepError, confirmation_folder, load_sweep
+    from .serve_command import python_config, serve_command_text
+    from .sweep import Sweep, SweepError
+    from .sweep_files import confirmation_folder, load_sweep
     from .sweep_runner import check_grid, run_confirmation
 
     folder = Path(args.sweep)

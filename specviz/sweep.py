@@ -9,8 +9,8 @@
 
 One engine per configuration (a drafter at one k, or the baseline), reused across concurrencies,
 with a warm-up at each concurrency before measuring. After every run the sweep file
-(`<out>/sweep.json`) is rewritten atomically and the run (with its traces) is saved under
-`<out>/runs/`, so an interrupted sweep keeps its finished runs and the same command resumes it.
+(`<out>/sweep.json`, sweep_files.save_sweep) is rewritten atomically and the run (with its traces) is
+saved under `<out>/runs/`, so an interrupted sweep keeps its finished runs and the same command resumes it.
 
 With `repeats=N` every cell is measured N times, in rounds: each round starts every configuration
 once (sweep_plan), so drift on the machine spreads over all of them. A cell keeps one run per
@@ -26,12 +26,11 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from pydantic import Field, ValidationError, computed_field, model_validator
+from pydantic import Field, computed_field, model_validator
 
 from .base import Frozen as _Frozen
 from .base import SpecvizError
 from .config import SCHEDULE_FIELD, ConfigError, DraftingFacts, SpecConfig, short_model_name
-from .files import SAMPLE_RUNS_DIR, read_versioned_json
 from .metrics import (
     StepFigures,
     Summary,
@@ -41,13 +40,11 @@ from .metrics import (
     step_figures,
     summarize,
 )
-from .runfile import Run, first_error
+from .runfile import Run
 
 SWEEP_FILE_KIND = "specviz.sweep"
 SWEEP_SCHEMA_VERSION = 3  # 3: a cell's drafting is one typed spec; 2: one run per repeat; 1: one run, flat
-READABLE_SWEEP_SCHEMA_VERSIONS = (1, 2, 3)
 BASELINE = "baseline"
-SWEEPS_DIR = SAMPLE_RUNS_DIR / "sweeps"  # the recorded sweeps the pages list
 
 
 class SweepError(SpecvizError, ValueError):
@@ -379,48 +376,3 @@ def cell_run(run: Run, *, repeat: int, run_file: str, engine_ready_after_s: floa
         created_at=run.meta.created_at,
     )
 
-
-# ---- files -------------------------------------------------------------------------------------
-
-
-def save_sweep(sweep: Sweep, path: Path) -> Path:
-    """Write atomically: an interrupted sweep never leaves half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".part")
-    tmp.write_text(sweep.model_dump_json(indent=1))
-    tmp.replace(path)
-    return path
-
-
-def load_sweep(path: str | Path) -> Sweep:
-    """Read a sweep file; raise SweepError saying why a corrupt or foreign file is refused."""
-    path = Path(path)
-    doc = read_versioned_json(path, kind=SWEEP_FILE_KIND, versions=READABLE_SWEEP_SCHEMA_VERSIONS, error=SweepError,
-                              label="sweep")
-    doc["schema_version"] = SWEEP_SCHEMA_VERSION  # a version-1 cell reads as a cell of one run (SweepCell)
-    try:
-        return Sweep.model_validate(doc)
-    except ValidationError as e:
-        raise SweepError(f"{path}: invalid sweep file {first_error(e)}") from e
-
-
-def file_stem(label: str) -> str:
-    """A label as a file name: 'ngram lookup 2-4' -> 'ngram_lookup_2-4'."""
-    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in label)
-
-
-def confirmation_folder(sweep_dir: str | Path, drafter: str) -> Path:
-    """Where `specviz tune` keeps a drafter's confirmation: `<sweep>/confirm/<drafter as a file name>/`.
-    ("ngram lookup 2-4" -> confirm/ngram_lookup_2-4/)"""
-    return Path(sweep_dir) / "confirm" / file_stem(drafter)
-
-
-def load_confirmation(sweep_dir: str | Path, drafter: str) -> Sweep | None:
-    """The drafter's confirmation sweep, or None when `specviz tune` has not measured one."""
-    path = confirmation_folder(sweep_dir, drafter) / "sweep.json"
-    return load_sweep(path) if path.exists() else None
-
-
-def list_sweep_files(folder: Path = SWEEPS_DIR) -> list[Path]:
-    """Recorded sweeps: `<folder>/<name>/sweep.json`, sorted by name."""
-    return sorted(folder.glob("*/sweep.json"))

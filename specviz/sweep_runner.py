@@ -12,7 +12,8 @@ from pathlib import Path
 from .config import SpecConfig, check_server_args
 from .prompts import load_prompts
 from .runfile import save_run
-from .sweep import Sweep, SweepCell, SweepError, SweepGrid, cell_run, confirmation_folder, file_stem, load_sweep, save_sweep
+from .sweep import Sweep, SweepCell, SweepError, SweepGrid, cell_run
+from .sweep_files import confirmation_folder, file_stem, load_sweep, save_sweep
 
 
 def sweep_prompts(grid: SweepGrid) -> tuple[str, list[str]]:

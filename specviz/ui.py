@@ -24,7 +24,8 @@ from .serving.local import LocalServer
 from .serving.recording import load_tokenizer
 from .serving.server import EngineError
 from .serving.shared import EngineBusy, EngineConfig, SharedEngine
-from .sweep import Sweep, SweepError, load_sweep
+from .sweep import Sweep, SweepError
+from .sweep_files import load_sweep
 from .sweep_table import sweep_table
 from .ui_untraced import untraced_request_view
 from .untraced_steps import has_step_arrays

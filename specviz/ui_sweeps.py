@@ -6,7 +6,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from . import sweep
+from . import sweep_files
 
 NO_SWEEPS = ("No recorded sweeps in `sample_runs/sweeps/`. Record one (the baseline plus a drafter at a few k, at "
              "the concurrencies you serve) with `python -m specviz sweep --model PATH --drafter '{\"method\": "
@@ -16,7 +16,7 @@ NO_SWEEPS = ("No recorded sweeps in `sample_runs/sweeps/`. Record one (the basel
 
 def recorded_sweeps() -> dict[str, Path]:
     """The recorded sweeps by folder name; with none, say how to record one and stop the page."""
-    files = sweep.list_sweep_files()  # looked up on the module each run, so a test can replace it
+    files = sweep_files.list_sweep_files()  # looked up on the module each run, so a test can replace it
     if not files:
         st.info(NO_SWEEPS)
         st.stop()

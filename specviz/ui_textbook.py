@@ -11,7 +11,8 @@ from .charts import sweeps as sweep_charts
 from .charts import textbook as charts
 from .prediction import fixed_k_drafters, recorded_ks
 from .runfile import Run
-from .sweep import Sweep, list_sweep_files
+from .sweep import Sweep
+from .sweep_files import list_sweep_files
 from .textbook import TextbookError
 
 EXAMPLE_RUN = "showcase/ngram-k3-edit-c1.json.gz"  # the run the section opens on, when present

@@ -11,7 +11,8 @@ import json
 
 from streamlit.testing.v1 import AppTest
 
-from specviz.sweep import Sweep, list_sweep_files, load_sweep
+from specviz.sweep import Sweep
+from specviz.sweep_files import list_sweep_files, load_sweep
 
 APP = "../app.py"  # AppTest resolves a relative path against the file that calls it: this one
 

@@ -7,6 +7,7 @@
     counters           vLLM's own spec-decode counters, to cross-check every run
     recording          record(): all of the above into a Run (runfile.Run)
     live, shared       one request generated live for the app; one engine shared by its sessions
+    verify_client      one typed draft verified by the target: a single /v1/completions (verify_draft)
 
 Every server kind implements server.Server. Import from the modules themselves: the tracer runs
 inside vLLM's EngineCore and must not pull in the client side.

@@ -5,7 +5,7 @@
         run = record(server, prompts, prompt_set="chat", concurrency=4, max_tokens=128)
 
 The server is `python -m vllm.entrypoints.openai.api_server` (the command line comes from
-config.serve_command, the one builder), so stop() ends the API server, its EngineCore child and
+serve_command.serve_command, the one builder), so stop() ends the API server, its EngineCore child and
 anything they spawned.
 """
 
@@ -26,10 +26,11 @@ from pathlib import Path
 
 import httpx
 
-from ..config import SpecConfig, serve_command
+from ..config import SpecConfig
 from ..demo_model import default_dtype
 from ..files import REPO_DIR
 from ..platforms import attention_backends_from_log, model_dtype_from_log
+from ..serve_command import serve_command
 from .engine_log import root_cause
 from .recording import load_tokenizer
 from .server import EngineError, Provenance, local_device, vllm_version

@@ -6,7 +6,7 @@ from page_helpers import chart_figure, open_page
 
 from specviz import textbook
 from specviz.runfile import SAMPLE_RUNS_DIR, load_run
-from specviz.sweep import list_sweep_files, load_sweep
+from specviz.sweep_files import list_sweep_files, load_sweep
 from specviz.ui_textbook import EXAMPLE_RUN
 
 

@@ -3,9 +3,10 @@
 import pytest
 from page_helpers import chart_figure, open_page, sample_sweep
 
-from specviz import sweep as sweep_files
+from specviz import sweep_files
 from specviz.references import MINIMAX_M3_EAGLE3_SPEED_BENCH
-from specviz.sweep import BASELINE, save_sweep
+from specviz.sweep import BASELINE
+from specviz.sweep_files import save_sweep
 from specviz.sweep_table import TABLE_COLUMNS, sweep_table
 
 THROUGHPUT = "app_pages/throughput.py"

@@ -3,10 +3,10 @@
 import pytest
 from page_helpers import chart_figure, open_page, sample_sweep
 
-from specviz import prediction, schedule
-from specviz import sweep as sweep_files
-from specviz.config import serve_command_text
-from specviz.sweep import BASELINE, load_confirmation, load_sweep
+from specviz import prediction, schedule, sweep_files
+from specviz.serve_command import serve_command_text
+from specviz.sweep import BASELINE
+from specviz.sweep_files import load_confirmation, load_sweep
 from specviz.sweep_table import sweep_table
 
 TUNING = "app_pages/tuning.py"

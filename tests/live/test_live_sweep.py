@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from specviz.runfile import load_run
-from specviz.sweep import SweepGrid, load_sweep
+from specviz.sweep import SweepGrid
+from specviz.sweep_files import load_sweep
 from specviz.sweep_runner import run_sweep
 from specviz.sweep_table import TABLE_COLUMNS, outputs_vs_baseline, sweep_table
 
@@ -110,7 +111,7 @@ def test_a_schedule_row_drafts_by_batch_size_and_tune_confirms_the_picks(tmp_pat
     from specviz.config import SpecConfig
     from specviz.demo_model import ensure_demo_model
     from specviz.runfile import draft_batches, most_drafts_from
-    from specviz.sweep import confirmation_folder
+    from specviz.sweep_files import confirmation_folder
     from specviz.sweep_runner import run_confirmation
     from specviz.testing.tiny_models import build_tiny_llama
 

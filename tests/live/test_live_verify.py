@@ -1,6 +1,6 @@
 """Live tests of "try your own draft": the real SmolLM2 demo model on vLLM (CPU) verifies typed drafts.
 
-One server for the module (no speculative config): specviz.verify only needs the target's
+One server for the module (no speculative config): serving.verify_client only needs the target's
 prompt logprobs. Verification is cross-checked against the same server's plain greedy
 /v1/completions: the accepted prefix must be the common prefix of the draft and the greedy
 continuation, and the correction (or bonus) the greedy token right after it.
@@ -18,7 +18,8 @@ import pytest
 from specviz.roles import step_roles
 from specviz.serving.local import LocalServer, free_port
 from specviz.serving.recording import load_tokenizer
-from specviz.verify import DraftVerification, VerifyError, verify_draft
+from specviz.serving.verify_client import verify_draft
+from specviz.verify import DraftVerification, VerifyError
 from specviz.view.render import step_html
 
 pytestmark = pytest.mark.live

@@ -7,11 +7,12 @@ import shlex
 
 import pytest
 
-from specviz import catalog, config, config_builder, method_trials, methods_view, vllm_methods
+from specviz import catalog, config_builder, method_trials, methods_view, vllm_methods
 from specviz.__main__ import main
 from specviz.catalog import DESCRIBED
-from specviz.config import ConfigError, SpecConfig, serve_command, serve_command_text
+from specviz.config import ConfigError, SpecConfig
 from specviz.method_trials import TrialsFileError, load_trials
+from specviz.serve_command import TRACER_SCHEDULER_CLS, serve_command, serve_command_text
 
 vllm = pytest.importorskip("vllm")
 
@@ -149,7 +150,7 @@ def test_the_serve_command_parses_back_to_the_same_config(serve_parser, d):
     args = serve_parser.parse_args(argv[2:])
     assert args.model_tag == "Qwen/Qwen3-8B's copy"
     assert args.speculative_config == spec.to_vllm() == d
-    assert args.scheduler_cls == config.TRACER_SCHEDULER_CLS and args.async_scheduling is False
+    assert args.scheduler_cls == TRACER_SCHEDULER_CLS and args.async_scheduling is False
     assert args.port == 8123
     # the shell text is the same command, one option per continued line
     text = serve_command_text("Qwen/Qwen3-8B's copy", spec, trace=True, port=8123)
@@ -167,7 +168,7 @@ def test_the_python_module_form_and_no_tracer(serve_parser):
     assert args.model == "/models/tiny" and args.speculative_config == spec.to_vllm()
     assert "--scheduler-cls" not in argv and "--no-async-scheduling" not in argv
     base = serve_parser.parse_args(serve_command("/models/tiny", None, trace=True)[2:])
-    assert base.speculative_config is None and base.scheduler_cls == config.TRACER_SCHEDULER_CLS
+    assert base.speculative_config is None and base.scheduler_cls == TRACER_SCHEDULER_CLS
 
 
 def test_the_tracer_class_path_names_the_tracer_and_the_local_server_uses_the_same_builder():
@@ -176,7 +177,7 @@ def test_the_tracer_class_path_names_the_tracer_and_the_local_server_uses_the_sa
     from specviz.serving.local import LocalServer
     from specviz.serving.tracer import TracingScheduler
 
-    module, _, name = config.TRACER_SCHEDULER_CLS.rpartition(".")
+    module, _, name = TRACER_SCHEDULER_CLS.rpartition(".")
     assert getattr(importlib.import_module(module), name) is TracingScheduler
     spec = SpecConfig.from_dict(EXPORTED[0])
     server = LocalServer(model="/models/tiny", spec=spec, port=8123)

@@ -121,7 +121,7 @@ def test_synthetic_acceptance_on_this_cpu_is_refused_before_any_engine_starts(co
 
 
 def test_tune_refuses_a_drafter_the_sweep_does_not_have_and_a_folder_without_a_sweep(capsys, tmp_path):
-    from specviz.sweep import SWEEPS_DIR
+    from specviz.sweep_files import SWEEPS_DIR
 
     assert cli.main(["tune", str(SWEEPS_DIR / "smollm2-chat"), "--drafter", "nope"]) == 2
     err = capsys.readouterr().err

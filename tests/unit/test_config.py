@@ -91,7 +91,7 @@ def test_to_python_is_a_python_literal_of_the_vllm_dict():
 
 
 def test_serve_command_text_example():
-    from specviz.config import serve_command_text
+    from specviz.serve_command import serve_command_text
 
     spec = SpecConfig.parse('{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}')
     assert serve_command_text("Qwen/Qwen3-8B", spec) == (

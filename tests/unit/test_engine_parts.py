@@ -148,8 +148,8 @@ def test_warmup_prompts_are_distinct_and_in_no_prompt_set():
 
 
 def test_the_servers_specviz_starts_import_this_checkout():
-    from specviz.config import TRACER_SCHEDULER_CLS
     from specviz.files import REPO_DIR
+    from specviz.serve_command import TRACER_SCHEDULER_CLS
 
     module = TRACER_SCHEDULER_CLS.rpartition(".")[0]
     assert (REPO_DIR / (module.replace(".", "/") + ".py")).is_file()  # REPO_DIR goes on the server's PYTHONPATH

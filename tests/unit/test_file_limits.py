@@ -10,7 +10,8 @@ import pytest
 from specviz.files import DEFAULT_MAX_RUN_MB, MAX_RUN_MB_ENV, max_file_bytes, read_capped
 from specviz.method_trials import TrialsFileError, load_trials
 from specviz.runfile import RunFileError, load_run, run_bytes
-from specviz.sweep import SweepError, load_sweep
+from specviz.sweep import SweepError
+from specviz.sweep_files import load_sweep
 
 MiB = 1 << 20
 

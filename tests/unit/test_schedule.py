@@ -18,7 +18,8 @@ from specviz.schedule import (
     schedule_verdict,
     tuned,
 )
-from specviz.sweep import Sweep, confirmation_folder, load_confirmation, save_sweep
+from specviz.sweep import Sweep
+from specviz.sweep_files import confirmation_folder, load_confirmation, save_sweep
 from specviz.sweep_view import recommendation_table
 
 

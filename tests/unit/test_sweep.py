@@ -18,9 +18,8 @@ from specviz.sweep import (
     SweepGrid,
     cell_run,
     drafter_label,
-    load_sweep,
-    save_sweep,
 )
+from specviz.sweep_files import load_sweep, save_sweep
 from specviz.sweep_runner import server_args, sweep_plan
 from specviz.sweep_table import shown_table, speedups, sweep_table
 

@@ -14,11 +14,13 @@ from specviz.acceptance_at_k import (
     tokens_per_step,
     tokens_per_step_fixed_share,
 )
-from specviz.config import SpecConfig, python_config, serve_command_text
+from specviz.config import SpecConfig
 from specviz.metrics import StepFigures
 from specviz.prediction import TuningRefusal, predict, predict_concurrency
+from specviz.serve_command import python_config, serve_command_text
 from specviz.step_cost import StepCostFit, fit_step_cost, measured_pass
-from specviz.sweep import BASELINE, Sweep, SweepCell, SweepGrid, list_sweep_files
+from specviz.sweep import BASELINE, Sweep, SweepCell, SweepGrid
+from specviz.sweep_files import list_sweep_files
 
 NGRAM = {"method": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 4}
 
