@@ -23,16 +23,16 @@ tuner's prediction then only says which k to measure first.
    finish); equal neighbours merge; vLLM keeps the last k for every larger batch. Picks {1: 4, 2: 2,
    4: 2, 8: 1, 16: 0} -> [[1, 1, 4], [2, 4, 2], [5, 8, 1], [9, 16, 0]]. One k everywhere is a static
    config, and k = 0 everywhere is no speculative config at all: a k = 0 range of a drafter with a
-   model (EAGLE, draft model, MTP) still runs the drafter's forward pass every step (ngram's costs
-   nothing measurable; docs/schedule-cost.md).
-4. The export (tuned): the schedule, until it is measured as a row. Then a static k measured beside it at
-   every concurrency competes with it on output tokens/s summed over the concurrencies (medians; the
-   spread is the sums of the runs' mins and maxes): when the best such k is level with the schedule or
-   above it, that one k is exported, since the schedule did not measure better and one k is simpler to
-   serve and to reason about. Worked (code, ngram, confirmation): schedule 1: k=5 · 2-16: k=4 summed
-   617.8 (613.2-630.0); static k=4 620.9 (609.3-650.1): level, so export k=4. No drafting (k=0) does
-   not compete here: the picks already say where drafting pays, and schedule_verdict sets the schedule
-   against it.
+   model (EAGLE, draft model, MTP) still runs the drafter's forward pass every step, and even ngram's
+   measured below no speculative config inside a traced schedule (docs/schedule-cost.md).
+4. The export (tuned): the schedule, until it is measured as a row. Then every static config measured
+   beside it at all the same concurrencies (each k, and no drafting) competes with it: where the
+   schedule's median lies at or below a static config's max at every concurrency (the schedule is
+   nowhere measurably better), that config replaces it, the highest sum over the concurrencies first,
+   since one config is simpler to serve. Worked (chat, ngram, confirmation): the schedule 1: k=0 · 2: k=2
+   · 3-16: k=0 measured 31.2, 59.8, 118.7, 177.7, 226.8 tok/s at c=1..16; no drafting 33.4, 59.5
+   (58.7-60.5: 59.8 is inside), 130.4, 188.3, 243.9: export no speculative config. (Code, ngram: at c=1
+   the schedule's 60.4 lies above static k=4's 58.7 (55.5-59.3), so k=4 does not replace it.)
 """
 
 from __future__ import annotations
@@ -191,13 +191,13 @@ def tuned(pred: Prediction, sweep: Sweep, confirmation: Sweep | None) -> Tuned:
             cells = {c.concurrency: Measured.of(c) for c in (source.cells if source else []) if c.drafter == label}
             if cells:
                 rows = [r.model_copy(update={"schedule": cells.get(r.concurrency)}) for r in rows]
-                static = {}
+                static: dict[int, dict[int, Measured]] = {}
                 for c in source.cells:
-                    if c.drafter == pred.drafter and not c.scheduled and c.concurrency in cells:
+                    if c.drafter in (BASELINE, pred.drafter) and not c.scheduled and c.concurrency in cells:
                         static.setdefault(c.num_speculative_tokens, {})[c.concurrency] = Measured.of(c)
-                total = summed(list(cells.values()), schedule.num_speculative_tokens)
-                found = dict(schedule_measured_in=name, schedule_sum=total,
-                             static_level=static_level_with(total, len(cells), static))
+                found = dict(schedule_measured_in=name,
+                             schedule_sum=summed(list(cells.values()), schedule.num_speculative_tokens),
+                             static_level=static_level_with(cells, static))
                 break
     level = found.get("static_level")
     return Tuned(rows=rows, schedule=schedule, exported=schedule.with_k(level.k) if level else schedule,
@@ -212,13 +212,15 @@ def summed(measured: list[Measured], k: int) -> Measured:
                     repeats=min(m.repeats for m in measured))
 
 
-def static_level_with(schedule_sum: Measured, concurrencies: int,
-                      static: dict[int, dict[int, Measured]]) -> Measured | None:
-    """The static k (>= 1) measured at all `concurrencies` of the schedule's row whose sum is level with the
-    schedule's or above it, the highest sum first; None: the schedule measured better than every such k."""
-    sums = [summed(list(by_c.values()), k) for k, by_c in static.items() if k >= 1 and len(by_c) == concurrencies]
-    level = [m for m in sums if m.level_with(schedule_sum)
-             or m.output_tokens_per_s >= schedule_sum.output_tokens_per_s]
+def static_level_with(schedule_row: dict[int, Measured], static: dict[int, dict[int, Measured]]) -> Measured | None:
+    """The static config (k; 0: no drafting) measured at every concurrency of the schedule's row, with the
+    schedule's median at or below its max at each, summed over them (the highest sum first); None: the
+    schedule measured better than each of them somewhere (module docstring, 4.)."""
+    def holds_up(m: Measured, sched: Measured) -> bool:
+        return sched.output_tokens_per_s <= m.high
+
+    level = [summed(list(by_c.values()), k) for k, by_c in static.items()
+             if by_c.keys() == schedule_row.keys() and all(holds_up(by_c[c], schedule_row[c]) for c in by_c)]
     return max(level, key=lambda m: (m.output_tokens_per_s, -m.k), default=None)
 
 
@@ -226,10 +228,12 @@ def export_reason(result: Tuned) -> str | None:
     """Why a static k is exported in place of the picks' schedule, in one sentence; None when it is not."""
     if result.static_level is None or result.schedule_sum is None:
         return None
-    return (f"The schedule ({describe_spec(result.schedule)}) measured as a row in the {result.schedule_measured_in}, "
-            f"summed over the concurrencies it ran at: {result.schedule_sum.text()}; static "
-            f"k={result.static_level.k} beside it: {result.static_level.text()}. The schedule did not measure "
-            f"better, so the export is static k={result.static_level.k}: one k everywhere, simpler to serve.")
+    instead = describe_spec(result.exported)
+    return (f"The schedule ({describe_spec(result.schedule)}) measured as a row in the {result.schedule_measured_in} "
+            f"no better than {instead} beside it at any concurrency (its median at or below that config's max "
+            f"at each; summed "
+            f"{result.static_level.text()} against the schedule's {result.schedule_sum.text()}), so the export is "
+            f"{instead}: one config everywhere, simpler to serve.")
 
 
 def schedule_verdict(result: Tuned) -> list[str]:
@@ -249,8 +253,9 @@ def schedule_verdict(result: Tuned) -> list[str]:
         return []
     out = [f"At concurrency {r.concurrency} the schedule (k={result.schedule.k_at(r.concurrency)}) measured "
            f"{r.schedule.text()} against the pick k={r.confirmed_k} at {r.confirmed.text()}"
-           + (": its k=0 range drafts nothing, but a drafter with a model still runs a forward pass every "
-              "step (docs/schedule-cost.md)" if result.schedule.k_at(r.concurrency) == 0 else "")
+           + (": its k=0 range drafts nothing but still serves with the speculative config, which cost this "
+              "much here (docs/schedule-cost.md measures it by itself)" if result.schedule.k_at(r.concurrency) == 0
+              else "")
            + "." for r in rows
            if r.schedule.output_tokens_per_s < r.confirmed.low]
     if len(rows) == len(result.rows) and all(r.baseline for r in rows):
