@@ -83,18 +83,19 @@ else:
     st.plotly_chart(tuning_charts.schedule_chart(result, pred, caption), key="tune_chart_schedule", width="stretch")
     if confirmation is not None and result.schedule_measured_in != "sweep":
         st.caption(f"The static-k curves are the sweep's cells ({sweep_charts.recorded_on(sweep.cells)}); the black "
-                   f"line was measured by the confirmation ({sweep_charts.recorded_on(confirmation.cells)}): read a "
-                   "gap between them against the spreads in the table.")
+                   f"lines were measured by the confirmation ({sweep_charts.recorded_on(confirmation.cells)}): set "
+                   "the schedule against the confirmation's own no-drafting line and the table, not against the "
+                   "sweep's curves.")
     if verdict := schedule_verdict(result):
         st.warning("**The schedule measured as a row.** " + " ".join(verdict))
     st.markdown(f"**Export:** {describe_spec(result.exported)}. Batch sizes between two measured concurrencies "
                 "take the k of the next one up; vLLM keeps the last k for every larger batch. One k everywhere is "
-                "exported as a static config and k = 0 everywhere as none: a k = 0 range still runs a drafter that "
-                "has a model every step (docs/schedule-cost.md).")
-    st.code(serve_command_text(sweep.grid.target_model, result.exported, trace=False), language="bash", wrap_lines=True)
-    st.code(python_config(sweep.grid.target_model, result.exported), language="python")
+                "exported as a static config and k = 0 everywhere as none: a k = 0 range is not free "
+                "(docs/schedule-cost.md).")
     if reason := export_reason(result):
         st.info(reason)
+    st.code(serve_command_text(sweep.grid.target_model, result.exported, trace=False), language="bash", wrap_lines=True)
+    st.code(python_config(sweep.grid.target_model, result.exported), language="python")
     if result.exported is not None and result.exported.schedule and result.schedule_measured_in is None:
         st.info("This schedule has not been measured yet. Measure it beside every static k by running the sweep's "
                 f"command again with `{schedule_option(result.exported)}`"

@@ -112,7 +112,7 @@ def confirmation_candidates(pred: Prediction, neighbours: int = 1) -> dict[int, 
 def confirmation_grid(sweep: Sweep, pred: Prediction, *, repeats: int = 3, neighbours: int = 1,
                       schedules: list[SpecConfig] = ()) -> SweepGrid:
     """The sweep's grid narrowed to the candidates (and the baseline at every concurrency), measured
-    `repeats` times in rounds; `schedules` (a confirmation's exported schedules) as rows of their own."""
+    `repeats` times in rounds; `schedules` (a confirmation's picks' schedules) as rows of their own."""
     candidates = confirmation_candidates(pred, neighbours)
     cells_at_k: dict[int, list[int]] = {}
     for c, ks in sorted(candidates.items()):
@@ -132,7 +132,7 @@ class ConfirmationRow(Frozen):
     predicted_output_tokens_per_s: float
     candidates: list[Measured] = Field(description="the measured candidates, by k (k=0: the baseline)")
     confirmed_k: int
-    schedule: Measured | None = Field(default=None, description="the exported schedule's row here, if measured")
+    schedule: Measured | None = Field(default=None, description="the picks' schedule's row here, if measured")
 
     @property
     def baseline(self) -> Measured | None:
@@ -229,44 +229,44 @@ def export_reason(result: Tuned) -> str | None:
     if result.static_level is None or result.schedule_sum is None:
         return None
     instead = describe_spec(result.exported)
-    return (f"The schedule ({describe_spec(result.schedule)}) measured as a row in the {result.schedule_measured_in} "
-            f"no better than {instead} beside it at any concurrency (its median at or below that config's max "
-            f"at each; summed "
-            f"{result.static_level.text()} against the schedule's {result.schedule_sum.text()}), so the export is "
-            f"{instead}: one config everywhere, simpler to serve.")
+    return (f"Measured as a row in the {result.schedule_measured_in}, the picks' schedule was nowhere better than "
+            f"{instead} measured beside it: at every concurrency its median lies at or below that config's max "
+            f"(summed: {instead} {result.static_level.short()}, the schedule {result.schedule_sum.short()}). So the "
+            f"export is {instead}: one config everywhere, simpler to serve.")
 
 
 def schedule_verdict(result: Tuned) -> list[str]:
-    """What the exported schedule's measured row says against the picks, as sentences; [] when the export
-    is not a schedule or its row is not measured yet.
+    """What the picks' schedule's measured row says against the picks, as sentences; [] when the picks
+    make no schedule or its row is not measured yet.
 
-    One line per concurrency where the schedule falls short of the confirmed pick (its median below the
-    pick's spread, the check benchmarks/tuning_accuracy.py makes against the best static k), then the
-    sums over the concurrencies measured. Worked
-    (chat, EAGLE-3, 1: k=1 · 2-4: k=2 · 5-16: k=0): at c=16 the schedule measured 161.1 (151.2-206.4)
-    against the pick k=0, no speculative config, at 219.1 (212.4-258.0): short. 97% of its tokens came
-    from steps that drafted nothing, and those steps took 68.4 ms (median) against the baseline's 51.8 ms:
-    EAGLE-3's k=0 range still runs the drafter (docs/schedule-cost.md).
+    One sentence naming each concurrency where the schedule falls short of the confirmed pick (its median
+    below the pick's spread, the check benchmarks/tuning_accuracy.py makes against the best static k), one
+    on what a k=0 range costs when any of those is one, then the sums over the concurrencies measured.
+    Worked (chat, EAGLE-3, 1: k=1 · 2-4: k=2 · 5-16: k=0): at c=16 the schedule measured 161.1
+    (151.2-206.4) against the pick k=0, no speculative config, at 219.1 (212.4-258.0): short. 97% of its
+    tokens came from steps that drafted nothing, and those steps took 68.4 ms (median) against the
+    baseline's 51.8 ms: EAGLE-3's k=0 range still runs the drafter (docs/schedule-cost.md).
     """
     rows = [r for r in result.rows if r.schedule]
     if not rows or result.schedule is None or not result.schedule.schedule:
         return []
-    out = [f"At concurrency {r.concurrency} the schedule (k={result.schedule.k_at(r.concurrency)}) measured "
-           f"{r.schedule.text()} against the pick k={r.confirmed_k} at {r.confirmed.text()}"
-           + (": its k=0 range drafts nothing but still serves with the speculative config, which cost this "
-              "much here (docs/schedule-cost.md measures it by itself)" if result.schedule.k_at(r.concurrency) == 0
-              else "")
-           + "." for r in rows
-           if r.schedule.output_tokens_per_s < r.confirmed.low]
+    short = [r for r in rows if r.schedule.output_tokens_per_s < r.confirmed.low]
+    out = []
+    if short:
+        out.append("Below the pick's spread at concurrency " + "; ".join(
+            f"{r.concurrency}: the schedule (k={result.schedule.k_at(r.concurrency)}) {r.schedule.short()} against "
+            f"k={r.confirmed_k} {r.confirmed.short()}" for r in short) + " (output tokens/s, median (min-max)).")
+    if any(result.schedule.k_at(r.concurrency) == 0 for r in short):
+        out.append("Where its k is 0 the schedule drafts nothing but still serves with the speculative config, and "
+                   "that cost this much here (docs/schedule-cost.md measures it by itself).")
     if len(rows) == len(result.rows) and all(r.baseline for r in rows):
         def total(ms):
             return sum(m.output_tokens_per_s for m in ms)
-        out.append(f"Summed over concurrency {', '.join(str(r.concurrency) for r in rows)} (medians, output "
-                   f"tokens/s): schedule {total(r.schedule for r in rows):.1f}, no drafting "
-                   f"{total(r.baseline for r in rows):.1f}, the picks {total(r.confirmed for r in rows):.1f} "
-                   "(each concurrency's best, which one server config reaches only if the schedule costs nothing).")
+        out.append(f"Summed over concurrency {', '.join(str(r.concurrency) for r in rows)} (medians): schedule "
+                   f"{total(r.schedule for r in rows):.1f}, no drafting {total(r.baseline for r in rows):.1f}, "
+                   f"the picks {total(r.confirmed for r in rows):.1f} (each concurrency's best, which one server "
+                   "config reaches only if the schedule costs nothing).")
     return out
-
 
 
 def schedule_label(spec: SpecConfig) -> str:

@@ -168,9 +168,11 @@ def tuning_acceptance(pred: Prediction, caption: str, k: int | None = None) -> g
 
 
 def schedule_chart(result: Tuned, pred: Prediction, caption: str) -> go.Figure:
-    """Measured output tokens/s over concurrency: the baseline, each static k, and the exported schedule
-    (its measured row where there is one, else the confirmed k's measurement at each concurrency, labelled
-    with its k); below, the schedule's k as a step line over the batch size, as vLLM looks it up."""
+    """Measured output tokens/s over concurrency: the sweep's baseline and each static k, and the picks'
+    schedule (its measured row where there is one, else the confirmed k's measurement at each concurrency,
+    labelled with its k); where the row was measured in the confirmation, that run's own baseline beside
+    it (the sweep's curves may come from another day or machine); below, the schedule's k as a step line
+    over the batch size, as vLLM looks it up."""
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.74, 0.26], vertical_spacing=0.05)
     concurrencies = [r.concurrency for r in result.rows]
     ks = sorted({m.num_speculative_tokens for m in pred.measured})
@@ -192,21 +194,32 @@ def schedule_chart(result: Tuned, pred: Prediction, caption: str) -> go.Figure:
     else:
         xs, ys = concurrencies, [r.confirmed.output_tokens_per_s for r in result.rows]
         name = f"confirmed k per concurrency, measured in the {result.confirmed_by}"
+    label_below = [False] * len(xs)  # a k label goes under its star where the confirmation's baseline runs above
+    if result.schedule_measured_in == "confirmation" and all(r.baseline for r in measured_schedule):
+        label_below = [r.baseline.output_tokens_per_s > r.schedule.output_tokens_per_s for r in measured_schedule]
+        fig.add_trace(go.Scatter(
+            x=xs, y=[r.baseline.output_tokens_per_s for r in measured_schedule], mode="lines+markers",
+            name="no drafting, measured in the confirmation", meta=dict(role="confirmation_baseline"),
+            line=dict(color="#111111", width=2, dash="dot"), marker=dict(size=8, symbol="circle-open"),
+            hovertemplate="no drafting at concurrency %{x}: %{y:.1f} output tokens/s (the confirmation's)"
+                          "<extra></extra>",
+        ), row=1, col=1)
     schedule_k = {r.concurrency: result.schedule.k_at(r.concurrency) if result.schedule else 0 for r in result.rows}
     fig.add_trace(go.Scatter(
         x=xs, y=ys, mode="lines+markers+text", name=name, meta=dict(role="schedule"),
         line=dict(color="#111111", width=3.5), marker=dict(symbol="star", size=15, color="#111111"),
-        text=[f"k={schedule_k[c]}" for c in xs], textposition="top center", textfont=dict(size=13),
+        text=[f"k={schedule_k[c]}" for c in xs], textfont=dict(size=13),
+        textposition=["bottom center" if below else "top center" for below in label_below],
         hovertemplate="schedule at concurrency %{x} (%{text}): %{y:.1f} output tokens/s<extra></extra>",
     ), row=1, col=1)
     if concurrencies:
         batches = list(range(1, max(concurrencies) + 1))
         fig.add_trace(go.Scatter(
-            x=batches, y=[result.exported.k_at(b) if result.exported else 0 for b in batches], mode="lines",
-            line=dict(color="#111111", width=2.5, shape="hv"), name="k by batch size (exported)", showlegend=False,
+            x=batches, y=[result.schedule.k_at(b) if result.schedule else 0 for b in batches], mode="lines",
+            line=dict(color="#111111", width=2.5, shape="hv"), name="k by batch size (the picks)", showlegend=False,
             meta=dict(role="schedule_k"), hovertemplate="batch %{x}: k=%{y}<extra></extra>",
         ), row=2, col=1)
-    fig = figure_layout(fig, f"Static k against the exported schedule: {pred.drafter}", caption, caption_width=115,
+    fig = figure_layout(fig, f"Static k against the picks' schedule: {pred.drafter}", caption, caption_width=115,
                         height=560)
     axis = _log_concurrency(concurrencies)
     fig.update_xaxes(**axis, row=1, col=1)

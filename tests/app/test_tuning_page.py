@@ -162,5 +162,13 @@ def test_the_tuning_page_says_where_the_measured_schedule_falls_short():
     at.selectbox(key="tune_drafter:smollm2-chat").set_value("eagle3 smollm2-135m-eagle3").run()
     assert not at.exception, at.exception
     [warning] = [w.value for w in at.warning if "schedule measured as a row" in w.value]
-    assert "At concurrency 16 the schedule (k=0) measured 161.1" in warning and "no drafting 462.5" in warning
+    assert "16: the schedule (k=0) 161.1 (151.2-206.4) against k=0 219.1" in warning and "no drafting 462.5" in warning
     assert "schedule" in at.dataframe[0].value.columns
+    assert not [i for i in at.info if "nowhere better" in i.value]  # the schedule measured better somewhere: it stays
+
+    # the chat sweep's ngram confirmation: its schedule was nowhere better than no drafting, which is exported
+    at.selectbox(key="tune_drafter:smollm2-chat").set_value("ngram lookup 2-4").run()
+    assert not at.exception, at.exception
+    [reason] = [i.value for i in at.info if "nowhere better" in i.value]
+    assert "the export is no drafting" in reason
+    assert [c.value for c in at.code][0].strip().endswith("SmolLM2-135M-Instruct")  # vllm serve, no speculative config

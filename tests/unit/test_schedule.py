@@ -154,9 +154,10 @@ def test_the_verdict_names_where_the_measured_schedule_falls_short_and_sums_it_a
             row(16, m(0, 219.1, 212.4, 258.0), m(0, 219.1, 212.4, 258.0), m(0, 161.1, 151.2, 206.4))]
     result = Tuned(rows=rows, schedule=spec, exported=spec, confirmed_by="confirmation",
                    schedule_measured_in="confirmation")
-    short, sums = schedule_verdict(result)
-    assert short.startswith("At concurrency 16 the schedule (k=0) measured 161.1 (151.2-206.4, 3 runs) against "
-                            "the pick k=0 at 219.1") and "k=0 range drafts nothing" in short
+    short, why, sums = schedule_verdict(result)
+    assert short == ("Below the pick's spread at concurrency 16: the schedule (k=0) 161.1 (151.2-206.4) against "
+                     "k=0 219.1 (212.4-258.0) (output tokens/s, median (min-max)).")
+    assert "Where its k is 0 the schedule drafts nothing" in why
     assert "schedule 184.0, no drafting 237.6, the picks 242.6" in sums
     assert schedule_verdict(result.model_copy(update={"schedule": spec.with_k(1)})) == []  # static: no verdict
     unmeasured = [r.model_copy(update={"schedule": None}) for r in rows]
@@ -201,4 +202,4 @@ def test_tuned_exports_the_static_config_and_says_why_once_the_schedule_row_meas
         reason = export_reason(result)
         assert (reason is None) == (exported == schedule)
         if reason:
-            assert "no better than ngram k=1" in reason and "the export is ngram k=1" in reason
+            assert "nowhere better than ngram k=1" in reason and "the export is ngram k=1" in reason
