@@ -169,14 +169,14 @@ class Tuned(Frozen):
     rows: list[ConfirmationRow]
     schedule: SpecConfig | None = Field(description="the confirmed picks as vLLM's schedule (a static config when "
                                                     "one k fits all; None: no drafting pays at any concurrency)")
-    exported: SpecConfig | None = Field(description="what to serve: the schedule, or the static k of static_level")
+    exported: SpecConfig | None = Field(description="what to serve: the schedule, or the static config of replaced_by")
     confirmed_by: str = Field(description="'confirmation' (specviz tune measured it) or 'sweep' (its own cells)")
     schedule_measured_in: str | None = Field(description="'sweep' or 'confirmation' where the schedule was "
                                                          "measured as a row; None: not measured yet")
     schedule_sum: Measured | None = Field(default=None, description="the schedule's row summed over the "
                                                                     "concurrencies it was measured at")
-    static_level: Measured | None = Field(default=None, description="the static k exported instead of the "
-                                                                    "schedule, summed over the same concurrencies")
+    replaced_by: Measured | None = Field(default=None, description="the static config (k; 0: no drafting) exported "
+                                                                   "instead, summed over the same concurrencies")
 
 
 def tuned(pred: Prediction, sweep: Sweep, confirmation: Sweep | None) -> Tuned:
@@ -197,10 +197,10 @@ def tuned(pred: Prediction, sweep: Sweep, confirmation: Sweep | None) -> Tuned:
                         static.setdefault(c.num_speculative_tokens, {})[c.concurrency] = Measured.of(c)
                 found = dict(schedule_measured_in=name,
                              schedule_sum=summed(list(cells.values()), schedule.num_speculative_tokens),
-                             static_level=static_level_with(cells, static))
+                             replaced_by=replacing_config(cells, static))
                 break
-    level = found.get("static_level")
-    return Tuned(rows=rows, schedule=schedule, exported=schedule.with_k(level.k) if level else schedule,
+    instead = found.get("replaced_by")
+    return Tuned(rows=rows, schedule=schedule, exported=schedule.with_k(instead.k) if instead else schedule,
                  confirmed_by="confirmation" if confirmation else "sweep", **({"schedule_measured_in": None} | found))
 
 
@@ -212,7 +212,7 @@ def summed(measured: list[Measured], k: int) -> Measured:
                     repeats=min(m.repeats for m in measured))
 
 
-def static_level_with(schedule_row: dict[int, Measured], static: dict[int, dict[int, Measured]]) -> Measured | None:
+def replacing_config(schedule_row: dict[int, Measured], static: dict[int, dict[int, Measured]]) -> Measured | None:
     """The static config (k; 0: no drafting) measured at every concurrency of the schedule's row, with the
     schedule's median at or below its max at each, summed over them (the highest sum first); None: the
     schedule measured better than each of them somewhere (module docstring, 4.)."""
@@ -225,13 +225,13 @@ def static_level_with(schedule_row: dict[int, Measured], static: dict[int, dict[
 
 
 def export_reason(result: Tuned) -> str | None:
-    """Why a static k is exported in place of the picks' schedule, in one sentence; None when it is not."""
-    if result.static_level is None or result.schedule_sum is None:
+    """Why a static config is exported in place of the picks' schedule; None when it is not."""
+    if result.replaced_by is None or result.schedule_sum is None:
         return None
     instead = describe_spec(result.exported)
     return (f"Measured as a row in the {result.schedule_measured_in}, the picks' schedule was nowhere better than "
             f"{instead} measured beside it: at every concurrency its median lies at or below that config's max "
-            f"(summed: {instead} {result.static_level.short()}, the schedule {result.schedule_sum.short()}). So the "
+            f"(summed: {instead} {result.replaced_by.short()}, the schedule {result.schedule_sum.short()}). So the "
             f"export is {instead}: one config everywhere, simpler to serve.")
 
 

@@ -165,7 +165,7 @@ def test_the_verdict_names_where_the_measured_schedule_falls_short_and_sums_it_a
 
 
 def test_a_static_config_the_measured_schedule_beats_nowhere_is_exported_instead():
-    from specviz.schedule import static_level_with, summed
+    from specviz.schedule import replacing_config, summed
 
     # chat, ngram (the confirmation, AMD EPYC, 3 runs per cell): schedule 1: k=0 · 2: k=2 · 3-16: k=0
     schedule = {1: m(0, 31.2, 30.9, 32.0), 2: m(2, 59.8, 59.7, 60.4), 4: m(0, 118.7, 117.5, 120.7),
@@ -173,17 +173,17 @@ def test_a_static_config_the_measured_schedule_beats_nowhere_is_exported_instead
     none = {1: m(0, 33.4, 32.4, 34.2), 2: m(0, 59.5, 58.7, 60.5), 4: m(0, 130.4, 129.3, 131.8),
             8: m(0, 188.3, 188.1, 193.1), 16: m(0, 243.9, 237.5, 245.7)}  # c=2: 59.8 within 58.7-60.5
     k2 = {2: m(2, 62.8, 56.7, 62.9)}  # not measured at every concurrency: does not compete
-    level = static_level_with(schedule, {0: none, 2: k2})
+    level = replacing_config(schedule, {0: none, 2: k2})
     assert level.k == 0 and round(level.output_tokens_per_s, 1) == 655.5
     total = summed(list(schedule.values()), 2)
     assert (round(total.output_tokens_per_s, 1), round(total.low, 1), round(total.high, 1)) == (614.2, 597.1, 658.8)
 
     # code, ngram: at c=1 the schedule's 60.4 lies above static k=4's max 59.3, so the schedule stays
     code = {1: m(5, 60.4, 58.5, 60.5), 2: m(4, 102.0, 101.0, 103.9)}
-    assert static_level_with(code, {4: {1: m(4, 58.7, 55.5, 59.3), 2: m(4, 104.4, 104.2, 105.9)}}) is None
+    assert replacing_config(code, {4: {1: m(4, 58.7, 55.5, 59.3), 2: m(4, 104.4, 104.2, 105.9)}}) is None
     # chat, EAGLE-3: no drafting below the schedule at c=1, k=1 below it at c=16
     eagle = {1: m(1, 22.9, 22.7, 25.1), 16: m(0, 161.1, 151.2, 206.4)}
-    assert static_level_with(eagle, {0: {1: m(0, 18.5, 16.8, 20.7), 16: m(0, 219.1, 212.4, 258.0)},
+    assert replacing_config(eagle, {0: {1: m(0, 18.5, 16.8, 20.7), 16: m(0, 219.1, 212.4, 258.0)},
                                      1: {1: m(1, 23.5, 21.2, 28.3), 16: m(1, 145.5, 136.1, 152.2)}}) is None
 
 
