@@ -112,7 +112,9 @@ def measure_part(part: str, model: str, dtype: str, prompts: list[str], args, to
               if part == "iomp" else [(names[0], other) for other in names[1:]])
     labels = {name: f"{name:<13} {describe_spec(spec):<48}" for name, spec in specs.items()}
     target = f"{Path(model).name} {', '.join(sorted(dtypes))}"
-    zero = f"{describe_spec(specs[names[0]].with_k(SPEC['num_speculative_tokens']))} with an all-zero schedule"
+    zero_name = ("ngram k=3 (lookup 2-4)" if args.drafter is None
+                 else describe_spec(specs[names[0]].with_k(SPEC["num_speculative_tokens"])))
+    zero = f"{zero_name} with an all-zero schedule"
     drafting = {"zero": f"{zero} vs no speculative config",
                 "iomp": f"{zero} and no speculative config, each with and without LD_PRELOAD=libiomp5",
                 "boundary": "ngram (lookup 2-4) with a schedule vs static k=1 and k=3"}[part]

@@ -59,7 +59,7 @@ def test_the_tuning_page_exports_the_recommendation_not_the_slider():
     assert all(v != "not measured" for v in recommended["baseline"])  # beside every figure
     fig = chart_figure(at, "tune_chart_schedule")
     steps = next(t for t in fig["data"] if t["meta"]["role"] == "schedule_k")
-    assert steps["y"][0] == (result.exported.k_at(1) if result.exported else 0)
+    assert steps["y"] == [result.schedule.k_at(b) if result.schedule else 0 for b in range(1, len(steps["y"]) + 1)]
     statics = {t["meta"]["k"] for t in fig["data"] if t["meta"]["role"] == "static"}
     assert statics == {m.num_speculative_tokens for m in pred.measured}
 
