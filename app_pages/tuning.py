@@ -71,6 +71,8 @@ else:
               f"baseline, {confirmation.grid.repeats} runs each)" if confirmation is not None else
               "picked on the sweep's own cells (every k it recorded); confirm on fresh runs with "
               f"`{tune_cmd}`")
+    st.markdown(f"#### Serve: {describe_spec(result.exported)}")
+    st.caption("The vLLM command, the Python config and why are under the chart.")
     st.markdown(
         f"At each concurrency the tuner **predicts** the best k from the **{drafter}** run at k={recorded_k}; the "
         f"**confirmed** k is {source}: the best median, or the smallest k whose runs cannot be told apart from it. "

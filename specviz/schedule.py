@@ -4,7 +4,7 @@
     grid = confirmation_grid(sweep, pred, repeats=3)      # the cells that decide
     confirm = sweep_runner.run_sweep(grid, folder)          # measured (resumable), every cell once per round
     rows = confirmation_rows(pred, confirm)                 # per concurrency: predicted, confirmed, baseline
-    spec = exported_spec(pred.spec, {r.concurrency: r.confirmed_k for r in rows})
+    spec = picks_schedule(pred.spec, {r.concurrency: r.confirmed_k for r in rows})
     # sweep_runner.run_confirmation does all this, then measures `spec` as one more row
 
 The picks can also be made on a sweep that measured every k (confirmation_rows(pred, sweep)): the
@@ -93,7 +93,7 @@ def schedule_for(picks: dict[int, int]) -> list[BatchSizeRange]:
     return ranges
 
 
-def exported_spec(spec: SpecConfig, picks: dict[int, int]) -> SpecConfig | None:
+def picks_schedule(spec: SpecConfig, picks: dict[int, int]) -> SpecConfig | None:
     """The drafter with the picks' schedule; a static k when one k fits all, None when no k pays anywhere."""
     return spec.with_schedule(schedule_for(picks))
 
@@ -171,8 +171,8 @@ class Tuned(Frozen):
                                                     "one k fits all; None: no drafting pays at any concurrency)")
     exported: SpecConfig | None = Field(description="what to serve: the schedule, or the static config of replaced_by")
     confirmed_by: str = Field(description="'confirmation' (specviz tune measured it) or 'sweep' (its own cells)")
-    schedule_measured_in: str | None = Field(description="'sweep' or 'confirmation' where the schedule was "
-                                                         "measured as a row; None: not measured yet")
+    schedule_measured_in: str | None = Field(default=None, description="'sweep' or 'confirmation' where the "
+                                                                       "schedule was measured as a row; None: not yet")
     schedule_sum: Measured | None = Field(default=None, description="the schedule's row summed over the "
                                                                     "concurrencies it was measured at")
     replaced_by: Measured | None = Field(default=None, description="the static config (k; 0: no drafting) exported "
@@ -183,7 +183,7 @@ def tuned(pred: Prediction, sweep: Sweep, confirmation: Sweep | None) -> Tuned:
     """Pick on the confirmation when there is one, else on the sweep's own cells; the schedule's measured
     row from the sweep (beside every static k) or else the confirmation; the export (module docstring, 4.)."""
     rows = confirmation_rows(pred, confirmation or sweep)
-    schedule = exported_spec(pred.spec, {r.concurrency: r.confirmed_k for r in rows}) if rows else None
+    schedule = picks_schedule(pred.spec, {r.concurrency: r.confirmed_k for r in rows}) if rows else None
     found: dict = {}
     if schedule is not None and schedule.schedule:
         label = schedule_label(schedule)
@@ -201,7 +201,7 @@ def tuned(pred: Prediction, sweep: Sweep, confirmation: Sweep | None) -> Tuned:
                 break
     instead = found.get("replaced_by")
     return Tuned(rows=rows, schedule=schedule, exported=schedule.with_k(instead.k) if instead else schedule,
-                 confirmed_by="confirmation" if confirmation else "sweep", **({"schedule_measured_in": None} | found))
+                 confirmed_by="confirmation" if confirmation else "sweep", **found)
 
 
 def summed(measured: list[Measured], k: int) -> Measured:

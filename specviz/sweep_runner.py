@@ -145,7 +145,7 @@ def run_confirmation(sweep_dir: Path, drafter: str, *, repeats: int = 3, neighbo
     already. Raises SweepError when the tuner refuses the drafter as a whole.
     """
     from .prediction import predict
-    from .schedule import confirmation_grid, confirmation_rows, exported_spec
+    from .schedule import confirmation_grid, confirmation_rows, picks_schedule
 
     sweep = sweep or load_sweep(Path(sweep_dir) / "sweep.json")
     pred = pred or predict(sweep, drafter)
@@ -156,7 +156,7 @@ def run_confirmation(sweep_dir: Path, drafter: str, *, repeats: int = 3, neighbo
     grid = confirmation_grid(sweep, pred, repeats=repeats, neighbours=neighbours,
                              schedules=[SpecConfig.from_dict(d) for d in kept])
     confirm = run_sweep(grid, out, **callbacks)
-    picked = exported_spec(pred.spec, {r.concurrency: r.confirmed_k for r in confirmation_rows(pred, confirm)})
+    picked = picks_schedule(pred.spec, {r.concurrency: r.confirmed_k for r in confirmation_rows(pred, confirm)})
     if picked is not None and picked.schedule and picked.to_vllm() not in grid.schedules:
         confirm = run_sweep(grid.model_copy(update={"schedules": [*grid.schedules, picked.to_vllm()]}), out,
                             **callbacks)

@@ -26,7 +26,7 @@ def test_schedule_cost_runs_end_to_end_on_a_tiny_model(tmp_path):
         cwd=root, env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = proc.stdout
-    assert "target float32, ngram k=3 (lookup 2-4) with an all-zero schedule vs no speculative config, untraced" in out
+    assert "target float32, ngram lookup 2-4 k=3 with an all-zero schedule vs no speculative config, untraced" in out
     assert "concurrency 4, cpu" in out and "vLLM 0." in out  # provenance
     for ratio in ("ratio all-zero / none: ", "ratio schedule / k=1: ", "ratio schedule / k=3: ",
                   "time per output token all-zero / none: ", "time per output token schedule / k=3: "):

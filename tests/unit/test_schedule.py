@@ -11,8 +11,8 @@ from specviz.schedule import (
     confirmation_candidates,
     confirmation_grid,
     export_reason,
-    exported_spec,
     pick_on_measurement,
+    picks_schedule,
     schedule_for,
     schedule_label,
     schedule_verdict,
@@ -43,7 +43,7 @@ def test_the_schedule_covers_each_batch_size_up_to_the_next_measured_concurrency
     assert schedule_for({1: 4, 2: 2, 4: 2, 8: 1, 16: 0}) == [
         BatchSizeRange(first=1, last=1, k=4), BatchSizeRange(first=2, last=4, k=2),
         BatchSizeRange(first=5, last=8, k=1), BatchSizeRange(first=9, last=16, k=0)]
-    spec = exported_spec(SpecConfig.from_dict(NGRAM | {"num_speculative_tokens": 5}), {1: 4, 2: 2, 4: 2, 8: 1, 16: 0})
+    spec = picks_schedule(SpecConfig.from_dict(NGRAM | {"num_speculative_tokens": 5}), {1: 4, 2: 2, 4: 2, 8: 1, 16: 0})
     assert spec.num_speculative_tokens == 4  # the largest k the schedule uses
     assert spec.to_vllm()["num_speculative_tokens_per_batch_size"] == [[1, 1, 4], [2, 4, 2], [5, 8, 1], [9, 16, 0]]
     assert [spec.k_at(b) for b in (1, 3, 8, 12, 64)] == [4, 2, 1, 0, 0]  # vLLM keeps the last k for larger batches
@@ -52,9 +52,9 @@ def test_the_schedule_covers_each_batch_size_up_to_the_next_measured_concurrency
 
 def test_one_k_everywhere_is_a_static_config_and_zero_everywhere_is_no_config():
     ngram = SpecConfig.from_dict(NGRAM | {"num_speculative_tokens": 5})
-    static = exported_spec(ngram, {1: 2, 4: 2, 16: 2})
+    static = picks_schedule(ngram, {1: 2, 4: 2, 16: 2})
     assert static.schedule is None and static.num_speculative_tokens == 2
-    assert exported_spec(ngram, {1: 0, 4: 0}) is None
+    assert picks_schedule(ngram, {1: 0, 4: 0}) is None
 
 
 # ---- from a prediction -------------------------------------------------------------------------------
@@ -118,7 +118,7 @@ def test_the_throughput_charts_draw_a_schedule_row_as_its_own_line():
     from specviz.sweep_table import shown_table, sweep_table
 
     sweep = _sweep()
-    spec = exported_spec(predict(sweep, "ngram lookup 2-4").spec, {1: 2, 4: 1})
+    spec = picks_schedule(predict(sweep, "ngram lookup 2-4").spec, {1: 2, 4: 1})
     label = schedule_label(spec)
     rows = [cell(2, c, t, steps([1, 1, 1], undrafted=20), drafter=label, config=spec.to_vllm())
             for c, t in ((1, 41.0), (4, 69.0))]
