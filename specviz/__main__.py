@@ -306,7 +306,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     exported = result.exported
     for row in result.rows:
         base = row.baseline.text() if row.baseline else "not measured"
-        sched = f" · schedule {row.schedule.text()}" if row.schedule else ""
+        sched = (f" · k=0 with the drafter loaded {row.idle.text()}" if row.idle else "") + (
+            f" · schedule {row.schedule.text()}" if row.schedule else "")
         print(f"  c={row.concurrency:<3} predicted k={row.predicted_k} ({row.predicted_output_tokens_per_s:.1f}) · "
               f"confirmed k={row.confirmed_k} {row.confirmed.text()} · baseline {base}{sched}")
     for line in [*schedule_verdict(result), export_reason(result) or ""]:

@@ -83,6 +83,17 @@ class SpecConfig(Frozen):
         """The same drafter at a fixed k and no schedule; k = 0 is no drafting (None)."""
         return self.model_copy(update={"num_speculative_tokens": k, "schedule": None}) if k else None
 
+    def idle(self) -> SpecConfig:
+        """The same drafter loaded but drafting nothing: k = 0 at every batch size ([[1, 1, 0]]; vLLM keeps the
+        last range's k for every larger batch). What a k = 0 range of a schedule serves, which is not no
+        drafting: vLLM still calls the drafter every step (docs/schedule-cost.md measures what that costs)."""
+        return self.model_copy(update={"schedule": [BatchSizeRange(first=1, last=1, k=0)]})
+
+    @property
+    def drafts_nothing(self) -> bool:
+        """A schedule of k = 0 at every batch size (idle())."""
+        return bool(self.schedule) and all(entry.k == 0 for entry in self.schedule)
+
     def with_schedule(self, schedule: list[BatchSizeRange]) -> SpecConfig | None:
         """The same drafter following `schedule` (num_speculative_tokens: its largest k). One k everywhere
         gives a static config at that k (None for 0), since a schedule of one k only adds its own cost."""

@@ -17,6 +17,12 @@ tuner's prediction then only says which k to measure first.
    smallest k whose median and the best's each lie within the other's min-max spread, since a
    smaller k costs less when the batch grows and measures the same. Worked: k=2 at 83.1 (81.0-84.0),
    k=3 at 84.0 (82.5-86.0) -> 84.0 lies in 81.0-84.0 and 83.1 in 82.5-86.0, so k=2.
+   A k = 0 range of a schedule is not the baseline: the drafter stays loaded and vLLM calls it every
+   step. Where the baseline wins a concurrency, the confirmation measures the drafter idle
+   (SpecConfig.idle(), k = 0 at every batch size) as a row, and k = 0 then competes with that row's
+   figure, not the baseline's (ConfirmationRow.idle). Worked (chat, ngram, c=4): no drafting 130.4,
+   k=2 125.9 (119.7-129.1), ngram loaded at k=0 118.7 (117.5-120.7) (the picks' schedule's row there,
+   where its k is 0) -> k=2: the best median, and k=0 lies outside its spread.
 3. The schedule (schedule_for): vLLM's num_speculative_tokens_per_batch_size takes inclusive
    batch-size ranges. Each measured concurrency c_i covers the batch sizes above the previous one
    up to c_i (a run at concurrency c_i schedules c_i requests per step until its last requests
@@ -133,6 +139,9 @@ class ConfirmationRow(Frozen):
     candidates: list[Measured] = Field(description="the measured candidates, by k (k=0: the baseline)")
     confirmed_k: int
     schedule: Measured | None = Field(default=None, description="the picks' schedule's row here, if measured")
+    idle: Measured | None = Field(default=None, description=(
+        "k=0 with the drafter loaded (its idle row, SpecConfig.idle()) here, if measured; it stands for k=0 in "
+        "the pick, since that is what a k = 0 range of a schedule serves (module docstring, 2.)"))
 
     @property
     def baseline(self) -> Measured | None:
@@ -140,7 +149,13 @@ class ConfirmationRow(Frozen):
 
     @property
     def confirmed(self) -> Measured:
-        return self.at(self.confirmed_k)
+        return self.idle if self.confirmed_k == 0 and self.idle else self.at(self.confirmed_k)
+
+    @property
+    def pick_candidates(self) -> list[Measured]:
+        """What the pick chooses from: the measured k > 0, and k = 0 as the idle row where measured, else the baseline."""
+        zero = [self.idle] if self.idle else [m for m in self.candidates if m.k == 0]
+        return zero + [m for m in self.candidates if m.k]
 
     def at(self, k: int) -> Measured | None:
         return next((m for m in self.candidates if m.k == k), None)
@@ -151,15 +166,29 @@ def confirmation_rows(pred: Prediction, measured: Sweep) -> list[ConfirmationRow
     (every k of the drafter there, and the baseline) and the pick on measurement. `measured` is a
     confirmation, or a sweep that measured every k itself."""
     out = []
+    idle = idle_row(pred, measured)
     for rec in pred.recommend():
         candidates = [Measured.of(cell) for cell in measured.cells if cell.concurrency == rec.concurrency
                       and not cell.scheduled and cell.drafter in (BASELINE, pred.drafter)]
         if candidates:
-            out.append(ConfirmationRow(
+            row = ConfirmationRow(
                 concurrency=rec.concurrency, predicted_k=rec.num_speculative_tokens,
                 predicted_output_tokens_per_s=rec.output_tokens_per_s,
-                candidates=sorted(candidates, key=lambda m: m.k), confirmed_k=pick_on_measurement(candidates).k))
+                candidates=sorted(candidates, key=lambda m: m.k), confirmed_k=0, idle=idle.get(rec.concurrency))
+            out.append(row.model_copy(update={"confirmed_k": pick_on_measurement(row.pick_candidates).k}))
     return out
+
+
+def idle_row(pred: Prediction, measured: Sweep) -> dict[int, Measured]:
+    """Concurrency -> the drafter's idle row (k = 0 at every batch size) measured there, as k = 0."""
+    label = schedule_label(pred.spec.idle())
+    return {c.concurrency: Measured.of(c).model_copy(update={"k": 0}) for c in measured.cells
+            if c.drafter == label and c.spec is not None and c.spec.drafts_nothing}
+
+
+def needs_idle_row(rows: list[ConfirmationRow]) -> bool:
+    """The baseline won a concurrency where the idle drafter was not measured: measure it before picking k = 0."""
+    return any(r.confirmed_k == 0 and r.idle is None for r in rows)
 
 
 class Tuned(Frozen):

@@ -136,8 +136,9 @@ def run_sweep(
 
 def run_confirmation(sweep_dir: Path, drafter: str, *, repeats: int = 3, neighbours: int = 1,
                      sweep: Sweep | None = None, pred=None, **callbacks) -> tuple[Sweep, SpecConfig | None]:
-    """Measure the cells that decide (schedule.confirmation_grid), pick on measurement, then measure the
-    schedule of the picks as one more row (its own rounds, after the candidates'); resumable.
+    """Measure the cells that decide (schedule.confirmation_grid); where the baseline wins a concurrency, the
+    drafter idle as one more row (k = 0 of a schedule, SpecConfig.idle()); pick on measurement; then measure
+    the schedule of the picks as one more row (each row its own rounds, after the candidates'); resumable.
 
     Returns the confirmation sweep and the picks' spec (schedule.Tuned.schedule; None: no drafting pays
     anywhere; what to export is schedule.tuned's answer once the schedule's row is in). `callbacks`
@@ -145,7 +146,7 @@ def run_confirmation(sweep_dir: Path, drafter: str, *, repeats: int = 3, neighbo
     already. Raises SweepError when the tuner refuses the drafter as a whole.
     """
     from .prediction import predict
-    from .schedule import confirmation_grid, confirmation_rows, picks_schedule
+    from .schedule import confirmation_grid, confirmation_rows, needs_idle_row, picks_schedule
 
     sweep = sweep or load_sweep(Path(sweep_dir) / "sweep.json")
     pred = pred or predict(sweep, drafter)
@@ -156,6 +157,10 @@ def run_confirmation(sweep_dir: Path, drafter: str, *, repeats: int = 3, neighbo
     grid = confirmation_grid(sweep, pred, repeats=repeats, neighbours=neighbours,
                              schedules=[SpecConfig.from_dict(d) for d in kept])
     confirm = run_sweep(grid, out, **callbacks)
+    idle = pred.spec.idle().to_vllm()
+    if needs_idle_row(confirmation_rows(pred, confirm)) and idle not in grid.schedules:
+        grid = grid.model_copy(update={"schedules": [*grid.schedules, idle]})
+        confirm = run_sweep(grid, out, **callbacks)
     picked = picks_schedule(pred.spec, {r.concurrency: r.confirmed_k for r in confirmation_rows(pred, confirm)})
     if picked is not None and picked.schedule and picked.to_vllm() not in grid.schedules:
         confirm = run_sweep(grid.model_copy(update={"schedules": [*grid.schedules, picked.to_vllm()]}), out,

@@ -211,8 +211,10 @@ def step_cost_text(fit: StepCostFit) -> str:
 def recommendation_table(result: Tuned) -> list[dict]:
     """The Tuning page's table, one row per concurrency, output tokens/s as 'median (min-max)'; k and its
     figure in one cell ('k=5: 42.7 (39.2-44.1)') so the table fits a 1280 px screen. Every predicted and
-    confirmed figure has the measured baseline beside it; the schedule's column only when the picks make one."""
+    confirmed figure has the measured baseline beside it; the drafter idle (k=0 of a schedule) where the
+    confirmation measured it; the schedule's column only when the picks make one."""
     scheduled = result.schedule is not None and bool(result.schedule.schedule)
+    idle_measured = any(r.idle for r in result.rows)
     rows = []
     for r in result.rows:
         base, at_predicted = r.baseline, r.at(r.predicted_k)
@@ -225,6 +227,8 @@ def recommendation_table(result: Tuned) -> list[dict]:
             "speedup": round(r.confirmed.output_tokens_per_s / base.output_tokens_per_s, 2)
             if base and base.output_tokens_per_s else None,
         }
+        if idle_measured:
+            row["k=0, drafter loaded"] = r.idle.short() if r.idle else NOT_MEASURED
         if scheduled:
             row["schedule"] = (f"k={result.schedule.k_at(r.concurrency)}: "
                                + (r.schedule.short() if r.schedule else NOT_MEASURED))

@@ -1,5 +1,9 @@
 """benchmarks/schedule_cost.py end to end on a tiny random model (live: starts vLLM servers)."""
 
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -7,13 +11,8 @@ import pytest
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
-@pytest.mark.live
-def test_schedule_cost_runs_end_to_end_on_a_tiny_model(tmp_path):
-    """benchmarks/schedule_cost.py, both parts, one round of two runs per server, on a tiny random Llama."""
-    import os
-    import subprocess
-    import sys
-
+def run_schedule_cost(tmp_path: Path, *options: str) -> str:
+    """benchmarks/schedule_cost.py on a tiny random Llama (2 layers, the demo model's tokenizer); its stdout."""
     from specviz.demo_model import ensure_demo_model
     from specviz.testing.tiny_models import build_tiny_llama
 
@@ -21,15 +20,36 @@ def test_schedule_cost_runs_end_to_end_on_a_tiny_model(tmp_path):
     root = BENCHMARKS.parent
     env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "schedule_cost.py"), "--model", str(target), "--dtype", "float32",
-         "--rounds", "1", "--runs-per-start", "2", "--num-requests", "6", "--max-tokens", "16", "--concurrency", "4"],
+        [sys.executable, str(BENCHMARKS / "schedule_cost.py"), "--model", str(target), "--dtype", "float32", *options],
         cwd=root, env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    out = proc.stdout
+    return proc.stdout
+
+
+@pytest.mark.live
+def test_schedule_cost_runs_end_to_end_on_a_tiny_model(tmp_path):
+    """The default parts (zero, boundary), one round of two runs per server."""
+    out = run_schedule_cost(tmp_path, "--rounds", "1", "--runs-per-start", "2", "--num-requests", "6",
+                            "--max-tokens", "16", "--concurrency", "4")
     assert "target float32, ngram lookup 2-4 k=3 with an all-zero schedule vs no speculative config, untraced" in out
     assert "concurrency 4, cpu" in out and "vLLM 0." in out  # provenance
     for ratio in ("ratio all-zero / none: ", "ratio schedule / k=1: ", "ratio schedule / k=3: ",
                   "time per output token all-zero / none: ", "time per output token schedule / k=3: "):
         assert ratio in out, out
-    assert "all-zero  drafted 0 tokens in 0 drafts (no draft); vLLM's counters, 2 of 2 runs" in out
-    assert "k=3       drafted " in out and "k=3       drafted 0 " not in out  # the static arm drafts
+    assert re.search(r"all-zero +drafted 0 tokens in 0 drafts \(no draft\); vLLM's counters, 2 of 2 runs", out), out
+    assert re.search(r"k=3 +drafted [1-9]", out), out  # the static arm drafts
+
+
+@pytest.mark.live
+def test_schedule_cost_same_part_traced_and_untraced_on_a_tiny_model(tmp_path):
+    """--parts same --trace both: a k=3-everywhere schedule against static k=3, each untraced and traced."""
+    out = run_schedule_cost(tmp_path, "--parts", "same", "--trace", "both", "--prompts", "builtin:chat",
+                            "--rounds", "1", "--runs-per-start", "1", "--num-requests", "4", "--max-tokens", "16",
+                            "--concurrency", "2")
+    assert ("target float32, ngram lookup 2-4 k=3 with the schedule [[1, 1024, 3]] vs static k=3, "
+            "untraced and traced (specviz tracer), prompt set 'chat'") in out
+    for ratio in ("ratio schedule / static: ", "ratio schedule traced / static traced: ",
+                  "ratio schedule traced / schedule: ", "ratio static traced / static: "):
+        assert ratio in out, out
+    for arm in ("schedule", "schedule traced", "static", "static traced"):
+        assert re.search(rf"^{arm} +drafted [1-9]\d* tokens", out, re.M), out  # every arm drafts, traced or not

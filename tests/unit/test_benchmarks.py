@@ -74,6 +74,24 @@ def test_schedule_cost_arms_cross_the_boundary_at_half_the_concurrency(monkeypat
     boundary = module.arms("boundary", 4)
     assert [boundary["schedule"].k_at(b) for b in (1, 2, 3, 4)] == [3, 3, 1, 1]
     assert (boundary["k=1"].k, boundary["k=3"].k) == (1, 3) and boundary["k=1"].schedule is None
+    same = module.arms("same", 4)
+    assert same["static"].schedule is None and same["static"].k == 3
+    assert {same["schedule"].k_at(b) for b in (1, 4, 1024)} == {3} and same["schedule"].schedule  # a schedule, k=3 throughout
+
+
+def test_schedule_cost_trace_both_pairs_every_arm_with_its_traced_twin(monkeypatch):
+    module = _schedule_cost(monkeypatch)
+    zero = module.arms("zero", 4)
+    assert list(module.with_trace(zero, "off")) == ["all-zero", "none"]
+    assert list(module.with_trace(zero, "on")) == ["all-zero traced", "none traced"]
+    both = module.with_trace(zero, "both")
+    assert list(both) == ["all-zero", "all-zero traced", "none", "none traced"]
+    assert both["all-zero traced"] is zero["all-zero"] and both["none traced"] is None
+    assert module.ratio_pairs("zero", list(zero), "off") == [("all-zero", "none")]
+    assert module.ratio_pairs("zero", list(zero), "on") == [("all-zero traced", "none traced")]
+    assert module.ratio_pairs("zero", list(zero), "both") == [
+        ("all-zero", "none"), ("all-zero traced", "none traced"),  # what the schedule costs, each way
+        ("all-zero traced", "all-zero"), ("none traced", "none")]  # what the tracer costs, per arm
 
 
 def test_shared_report_prints_each_requested_ratio_and_by_default_the_first_two_arms(monkeypatch, capsys):
@@ -84,7 +102,7 @@ def test_shared_report_prints_each_requested_ratio_and_by_default_the_first_two_
 
     monkeypatch.setattr(tracer_overhead, "local_device", lambda: ("cpu", "test cpu"))
     monkeypatch.setattr(tracer_overhead, "vllm_version", lambda: "0.32.0")
-    args = SimpleNamespace(num_requests=8, max_tokens=64, concurrency=4, rounds=2)
+    args = SimpleNamespace(num_requests=8, max_tokens=64, concurrency=4, rounds=2, prompt_set="code")
     rounds = {"a": [[90.0], [90.0]], "b": [[100.0], [100.0]], "c": [[45.0], [45.0]]}
     labels = {"a": "arm a", "b": "arm b", "c": "arm c"}
     tracer_overhead.report(rounds, labels, "untraced", args, target="tiny float32", drafting="ngram",

@@ -3,14 +3,16 @@
 import pytest
 from test_tuning import HIST10, NGRAM, cell, steps, sweep_of
 
-from specviz.config import BatchSizeRange, SpecConfig
+from specviz.config import SCHEDULE_FIELD, BatchSizeRange, SpecConfig
 from specviz.prediction import predict
 from specviz.schedule import (
     EngineCost,
     Measured,
     confirmation_candidates,
     confirmation_grid,
+    confirmation_rows,
     export_reason,
+    needs_idle_row,
     pick_on_measurement,
     picks_schedule,
     schedule_for,
@@ -203,3 +205,33 @@ def test_tuned_exports_the_static_config_and_says_why_once_the_schedule_row_meas
         assert (reason is None) == (exported == schedule)
         if reason:
             assert "nowhere better than ngram k=1" in reason and "the export is ngram k=1" in reason
+
+
+def test_k0_of_a_schedule_competes_as_the_drafter_idle_not_as_the_baseline():
+    """Where the baseline wins, k = 0 of a schedule is the drafter loaded and idle: measured as its own row."""
+    base = {1: 33.3, 4: 75.0}  # the baseline wins c=4 against k=1's 70.0
+    measured = {(1, 1): 40.0, (1, 2): 42.0, (1, 3): 41.5, (4, 1): 70.0, (4, 2): 66.0, (4, 3): 60.0}
+    sweep = sweep_of(*(cell(None, c, t, steps([0], undrafted=100)) for c, t in base.items()),
+                     *(cell(k, c, t, steps(HIST10[:k + 1] if k < 3 else HIST10, undrafted=20))
+                       for (c, k), t in measured.items()))
+    pred = predict(sweep, "ngram lookup 2-4")
+    rows = confirmation_rows(pred, sweep)
+    assert {r.concurrency: r.confirmed_k for r in rows} == {1: 2, 4: 0} and needs_idle_row(rows)
+    idle = pred.spec.idle()
+    assert idle.drafts_nothing and idle.k_at(1) == idle.k_at(64) == 0 and idle.num_speculative_tokens == pred.spec.k
+
+    def with_idle(tput: float) -> Sweep:
+        row = cell(pred.spec.k, 4, tput, steps([0], undrafted=100), drafter=schedule_label(idle), config=idle.to_vllm())
+        return Sweep(grid=sweep.grid, cells=[*sweep.cells, row])
+
+    # ngram loaded and idle measured 66.0 at c=4: k=1 (70.0) beats it, so the schedule drafts there too
+    rows = confirmation_rows(pred, with_idle(66.0))
+    assert {r.concurrency: r.confirmed_k for r in rows} == {1: 2, 4: 1} and not needs_idle_row(rows)
+    assert rows[1].idle.k == 0 and rows[1].idle.output_tokens_per_s == 66.0 and rows[1].baseline.output_tokens_per_s == 75.0
+    result = tuned(pred, with_idle(66.0), None)
+    assert result.schedule.to_vllm()[SCHEDULE_FIELD] == [[1, 1, 2], [2, 4, 1]]
+    table = recommendation_table(result)
+    assert [t["k=0, drafter loaded"] for t in table] == ["not measured", "66.0"] and table[1]["baseline"] == "75.0"
+    # idle at 72.0 beats every k there: k=0 stays, and the pick's figure is the idle row's, not the baseline's
+    rows = confirmation_rows(pred, with_idle(72.0))
+    assert rows[1].confirmed_k == 0 and rows[1].confirmed.output_tokens_per_s == 72.0
