@@ -11,10 +11,10 @@ from specviz.charts import sweeps as sweep_charts
 from specviz.charts import tuning as tuning_charts
 from specviz.config import describe_spec
 from specviz.prediction import fixed_k_drafters, predict, recorded_ks
-from specviz.schedule import export_reason, schedule_verdict, tuned
+from specviz.schedule import export_reason, schedule_label, schedule_verdict, short_of_best, tuned
 from specviz.serve_command import python_config, serve_command_text
 from specviz.sweep import SweepError
-from specviz.sweep_files import load_confirmation
+from specviz.sweep_files import load_confirmation, load_head_to_heads
 from specviz.sweep_view import (
     recommendation_table,
     refusals_at_k,
@@ -57,10 +57,11 @@ for refusal in pred.refusals:
     st.warning(f"No prediction — {refusal}")
 try:
     confirmation = load_confirmation(paths[name].parent, drafter)
+    head_to_heads = load_head_to_heads(paths[name].parent, drafter)
 except SweepError as e:
     st.error(f"The confirmation of {drafter} cannot be opened: {e}")
-    confirmation = None
-result = tuned(pred, sweep, confirmation)
+    confirmation, head_to_heads = None, []
+result = tuned(pred, sweep, confirmation, head_to_heads)
 tune_cmd = tune_command(name, drafter)
 
 st.subheader("What to serve: k by batch size")
@@ -83,13 +84,16 @@ else:
         "speedup": st.column_config.NumberColumn(format="%.2fx"),
     })
     st.plotly_chart(tuning_charts.schedule_chart(result, pred, caption), key="tune_chart_schedule", width="stretch")
-    if confirmation is not None and result.schedule_measured_in != "sweep":
+    if result.schedule_measured_in in ("confirmation", "head-to-head"):
+        where = result.schedule_measured_in
+        label = schedule_label(result.schedule)
+        cells = (confirmation.cells if where == "confirmation" else
+                 next(h.cells for h in head_to_heads if any(c.drafter == label for c in h.cells)))
         st.caption(f"The static-k curves are the sweep's cells ({sweep_charts.recorded_on(sweep.cells)}); the black "
-                   f"lines were measured by the confirmation ({sweep_charts.recorded_on(confirmation.cells)}): set "
-                   "the schedule against the confirmation's own no-drafting line and the table, not against the "
-                   "sweep's curves.")
+                   f"lines were measured in the {where} ({sweep_charts.recorded_on(cells)}): set the schedule against "
+                   f"the no-drafting line measured beside it and the table, not against the sweep's curves.")
     if verdict := schedule_verdict(result):
-        st.warning("**The schedule measured as a row.** " + " ".join(verdict))
+        (st.warning if short_of_best(result) else st.success)("**The schedule measured as a row.** " + " ".join(verdict))
     st.markdown(f"**Export:** {describe_spec(result.exported)}. Batch sizes between two measured concurrencies "
                 "take the k of the next one up; vLLM keeps the last k for every larger batch. One k everywhere is "
                 "exported as a static config and k = 0 everywhere as none: a k = 0 range is not free "

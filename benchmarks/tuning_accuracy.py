@@ -39,7 +39,7 @@ from specviz.prediction import TuningRefusal, fixed_k_drafters, predict
 from specviz.schedule import EngineCost, export_reason, schedule_label, schedule_verdict, tuned
 from specviz.step_cost import fit_step_cost, measured_pass
 from specviz.sweep import BASELINE, Sweep
-from specviz.sweep_files import list_sweep_files, load_confirmation, load_sweep
+from specviz.sweep_files import list_sweep_files, load_confirmation, load_head_to_heads, load_sweep
 
 TARGET_ERROR = 0.05
 
@@ -169,7 +169,8 @@ def _best_static(by_key: dict, drafter: str, c: int):
 def _confirmed(sweep: Sweep, pred, folder: Path, name: str, by_key: dict, totals: Totals) -> None:
     """Report 5 (module docstring): the confirmation's picks and the schedule row, against the sweep."""
     confirmation = load_confirmation(folder, pred.drafter)
-    result = tuned(pred, sweep, confirmation)
+    head_to_heads = load_head_to_heads(folder, pred.drafter)
+    result = tuned(pred, sweep, confirmation, head_to_heads)
     if confirmation is None:
         print(f"  no confirmation (run: specviz tune {folder} --drafter '{pred.drafter}'); picks on the sweep's own "
               "cells are within its spread by construction, so they are not counted")
@@ -209,15 +210,19 @@ def _confirmed(sweep: Sweep, pred, folder: Path, name: str, by_key: dict, totals
         _schedule_against_static(result.schedule, rows, by_key, pred.drafter, f"{name} {pred.drafter}", totals)
         return
     print("    not measured in this sweep (add it with the sweep's command and --schedule)")
-    if result.schedule_measured_in == "confirmation":
-        rows = {c.concurrency: c for c in confirmation.cells if c.drafter == label}
-        confirmed = {(c.drafter, c.num_speculative_tokens, c.concurrency): c for c in confirmation.cells}
-        print("    in the confirmation, against the static k it measured beside the schedule (same machine, "
-              "same rounds; the baseline is k=0):")
-        _schedule_against_static(result.schedule, rows, confirmed, pred.drafter,
-                                 f"{name} {pred.drafter} (confirmation)", totals)
+    source = {"confirmation": confirmation, "head-to-head": next(
+        (h for h in head_to_heads if any(c.drafter == label for c in h.cells)), None)}.get(result.schedule_measured_in)
+    if source is not None:
+        rows = {c.concurrency: c for c in source.cells if c.drafter == label}
+        beside = {(c.drafter, c.num_speculative_tokens, c.concurrency): c for c in source.cells}
+        rounds = ("side by side in the same rounds" if result.schedule_measured_in == "head-to-head"
+                  else "same machine, its own rounds after the candidates'")
+        print(f"    in the {result.schedule_measured_in}, against the static k measured beside the schedule ({rounds}; "
+              "the baseline is k=0):")
+        _schedule_against_static(result.schedule, rows, beside, pred.drafter,
+                                 f"{name} {pred.drafter} ({result.schedule_measured_in})", totals)
         for line in schedule_verdict(result):
-            print(f"    against the picks: {line}")
+            print(f"    {line}")
 
 
 def _schedule_against_static(schedule, rows: dict, by_key: dict, drafter: str, point: str, totals: Totals) -> None:

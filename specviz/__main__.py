@@ -272,7 +272,7 @@ def _with_progress(measure, out: Path, *, total: int):
 def cmd_tune(args: argparse.Namespace) -> int:
     from .config import describe_spec
     from .prediction import fixed_k_drafters, predict
-    from .schedule import EngineCost, confirmation_grid, export_reason, schedule_verdict, tuned
+    from .schedule import EngineCost, confirmation_grid, export_reason, k_text, schedule_verdict, tuned
     from .serve_command import python_config, serve_command_text
     from .sweep import Sweep, SweepError
     from .sweep_files import confirmation_folder, load_sweep
@@ -299,10 +299,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
         total=(len(Sweep(grid=grid).expected_keys()) + len(grid.concurrencies)) * grid.repeats)
     if isinstance(result, int):
         return result
-    confirm, _ = result
+    confirm, head_to_head, _ = result
     print(f"{drafter}: predicted from the sweep, confirmed by measurement ({confirm.grid.repeats} runs per cell, "
           "output tokens/s: median (min-max))")
-    result = tuned(pred, sweep, confirm)
+    result = tuned(pred, sweep, confirm, [head_to_head] if head_to_head else [])
     exported = result.exported
     for row in result.rows:
         base = row.baseline.text() if row.baseline else "not measured"
@@ -310,13 +310,21 @@ def cmd_tune(args: argparse.Namespace) -> int:
             f" · schedule {row.schedule.text()}" if row.schedule else "")
         print(f"  c={row.concurrency:<3} predicted k={row.predicted_k} ({row.predicted_output_tokens_per_s:.1f}) · "
               f"confirmed k={row.confirmed_k} {row.confirmed.text()} · baseline {base}{sched}")
+    if result.schedule_measured_in:
+        print(f"The picks' schedule side by side, measured in the {result.schedule_measured_in}:")
+        for row in (r for r in result.rows if r.schedule):
+            beside = " · ".join(f"{k_text(k)} {by_c[row.concurrency].short()}"
+                                for k, by_c in sorted(result.static_beside.items()) if row.concurrency in by_c)
+            print(f"  c={row.concurrency:<3} schedule (k={result.schedule.k_at(row.concurrency)}) "
+                  f"{row.schedule.short()} · {beside}")
     for line in [*schedule_verdict(result), export_reason(result) or ""]:
         if line:
             print("  " + line)
-    spent = EngineCost.of(confirm.cells)
+    spent = f"this confirmation {EngineCost.of(confirm.cells).text()}"
+    if head_to_head:
+        spent += f"; its head-to-head {EngineCost.of(head_to_head.cells).text()}"
     full = EngineCost.of([c for c in sweep.cells if not c.scheduled])
-    print(f"engine time (measuring and starting engines): this confirmation {spent.text()}; "
-          f"the sweep's grid of static k {full.text()}")
+    print(f"engine time (measuring and starting engines): {spent}; the sweep's grid of static k {full.text()}")
     print(f"\nExported: {describe_spec(exported)}")
     print("\nServe it (vLLM):\n" + serve_command_text(sweep.grid.target_model, exported, trace=False))
     print("\nOr in Python:\n" + python_config(sweep.grid.target_model, exported))

@@ -5,7 +5,9 @@
     confirm = sweep_runner.run_sweep(grid, folder)          # measured (resumable), every cell once per round
     rows = confirmation_rows(pred, confirm)                 # per concurrency: predicted, confirmed, baseline
     spec = picks_schedule(pred.spec, {r.concurrency: r.confirmed_k for r in rows})
-    # sweep_runner.run_confirmation does all this, then measures `spec` as one more row
+    h2h = sweep_runner.run_sweep(head_to_head_grid(confirm.grid, rows, spec, repeats=3), h2h_folder)
+    result = tuned(pred, sweep, confirm, [h2h])             # what to export, and how the schedule measured
+    # sweep_runner.run_confirmation does all this (and measures the drafter idle where the baseline wins, 2.)
 
 The picks can also be made on a sweep that measured every k (confirmation_rows(pred, sweep)): the
 tuner's prediction then only says which k to measure first.
@@ -31,7 +33,12 @@ tuner's prediction then only says which k to measure first.
    config, and k = 0 everywhere is no speculative config at all: a k = 0 range of a drafter with a
    model (EAGLE, draft model, MTP) still runs the drafter's forward pass every step, and even ngram's
    measured below no speculative config inside a traced schedule (docs/schedule-cost.md).
-4. The export (tuned): the schedule, until it is measured as a row. Then every static config measured
+4. The head-to-head (head_to_head_grid): the schedule, no drafting and each picked k at every concurrency,
+   measured side by side in the same rounds. A row measured in rounds of its own, after the candidates',
+   is compared across drift: the code sweep's schedule measured 2-4% below static k=4 at c=2 and 4 while
+   drafting 4 in 134 of 146 steps, yet a k=3-everywhere schedule measured 1.016 (1.002-1.031) against
+   static k=3 in alternating rounds (docs/schedule-cost.md).
+5. The export (tuned): the schedule, until it is measured as a row. Then every static config measured
    beside it at all the same concurrencies (each k, and no drafting) competes with it: where the
    schedule's median lies at or below a static config's max at every concurrency (the schedule is
    nowhere measurably better), that config replaces it, the highest sum over the concurrencies first,
@@ -193,30 +200,36 @@ def needs_idle_row(rows: list[ConfirmationRow]) -> bool:
 
 class Tuned(Frozen):
     """The Tuning page's answer for one drafter: per concurrency predicted, confirmed and measured; the
-    confirmed picks' schedule; and the spec to export (module docstring, 4.)."""
+    confirmed picks' schedule; and the spec to export (module docstring, 5.)."""
 
     rows: list[ConfirmationRow]
     schedule: SpecConfig | None = Field(description="the confirmed picks as vLLM's schedule (a static config when "
                                                     "one k fits all; None: no drafting pays at any concurrency)")
     exported: SpecConfig | None = Field(description="what to serve: the schedule, or the static config of replaced_by")
     confirmed_by: str = Field(description="'confirmation' (specviz tune measured it) or 'sweep' (its own cells)")
-    schedule_measured_in: str | None = Field(default=None, description="'sweep' or 'confirmation' where the "
-                                                                       "schedule was measured as a row; None: not yet")
+    schedule_measured_in: str | None = Field(default=None, description="'head-to-head', 'sweep' or 'confirmation': "
+                                                                       "where the schedule was measured as a row; "
+                                                                       "None: not yet")
+    static_beside: dict[int, dict[int, Measured]] = Field(
+        default_factory=dict, description="k (0: no drafting) -> concurrency -> the static config measured in the "
+                                          "same sweep as the schedule's row, at the row's concurrencies")
     schedule_sum: Measured | None = Field(default=None, description="the schedule's row summed over the "
                                                                     "concurrencies it was measured at")
     replaced_by: Measured | None = Field(default=None, description="the static config (k; 0: no drafting) exported "
                                                                    "instead, summed over the same concurrencies")
 
 
-def tuned(pred: Prediction, sweep: Sweep, confirmation: Sweep | None) -> Tuned:
+def tuned(pred: Prediction, sweep: Sweep, confirmation: Sweep | None, head_to_heads: list[Sweep] = ()) -> Tuned:
     """Pick on the confirmation when there is one, else on the sweep's own cells; the schedule's measured
-    row from the sweep (beside every static k) or else the confirmation; the export (module docstring, 4.)."""
+    row from its head-to-head (the one of `head_to_heads` that measured it), else the sweep (beside every
+    static k), else the confirmation; the export (module docstring, 5.)."""
     rows = confirmation_rows(pred, confirmation or sweep)
     schedule = picks_schedule(pred.spec, {r.concurrency: r.confirmed_k for r in rows}) if rows else None
     found: dict = {}
     if schedule is not None and schedule.schedule:
         label = schedule_label(schedule)
-        for name, source in (("sweep", sweep), ("confirmation", confirmation)):
+        sources = [*(("head-to-head", h) for h in head_to_heads), ("sweep", sweep), ("confirmation", confirmation)]
+        for name, source in sources:
             cells = {c.concurrency: Measured.of(c) for c in (source.cells if source else []) if c.drafter == label}
             if cells:
                 rows = [r.model_copy(update={"schedule": cells.get(r.concurrency)}) for r in rows]
@@ -224,13 +237,31 @@ def tuned(pred: Prediction, sweep: Sweep, confirmation: Sweep | None) -> Tuned:
                 for c in source.cells:
                     if c.drafter in (BASELINE, pred.drafter) and not c.scheduled and c.concurrency in cells:
                         static.setdefault(c.num_speculative_tokens, {})[c.concurrency] = Measured.of(c)
-                found = dict(schedule_measured_in=name,
+                found = dict(schedule_measured_in=name, static_beside=static,
                              schedule_sum=summed(list(cells.values()), schedule.num_speculative_tokens),
                              replaced_by=replacing_config(cells, static))
                 break
     instead = found.get("replaced_by")
     return Tuned(rows=rows, schedule=schedule, exported=schedule.with_k(instead.k) if instead else schedule,
                  confirmed_by="confirmation" if confirmation else "sweep", **found)
+
+
+def head_to_head_grid(confirmation: SweepGrid, rows: list[ConfirmationRow], schedule: SpecConfig, *,
+                      repeats: int = 3) -> SweepGrid:
+    """The picks' schedule beside the static configs it must beat, in the same rounds (module docstring, 4.):
+    no drafting and each picked k > 0 at every confirmed concurrency. Picks {1: 5, 2: 4, 4: 4} -> the
+    baseline, k=4 and k=5 at c=1, 2 and 4, and the schedule 1: k=5 · 2-4: k=4."""
+    return SweepGrid.model_validate(confirmation.model_dump() | dict(
+        num_speculative_tokens=sorted({r.confirmed_k for r in rows} - {0}),
+        concurrencies=[r.concurrency for r in rows], repeats=repeats, cells_at_k=None,
+        schedules=[schedule.to_vllm()]))
+
+
+def best_beside(result: Tuned, concurrency: int) -> Measured | None:
+    """The static config (k; 0: no drafting) with the best median at `concurrency` among those measured
+    beside the schedule's row."""
+    at_c = [by_c[concurrency] for by_c in result.static_beside.values() if concurrency in by_c]
+    return max(at_c, key=lambda m: (m.output_tokens_per_s, -m.k), default=None)
 
 
 def summed(measured: list[Measured], k: int) -> Measured:
@@ -244,7 +275,7 @@ def summed(measured: list[Measured], k: int) -> Measured:
 def replacing_config(schedule_row: dict[int, Measured], static: dict[int, dict[int, Measured]]) -> Measured | None:
     """The static config (k; 0: no drafting) measured at every concurrency of the schedule's row, with the
     schedule's median at or below its max at each, summed over them (the highest sum first); None: the
-    schedule measured better than each of them somewhere (module docstring, 4.)."""
+    schedule measured better than each of them somewhere (module docstring, 5.)."""
     def holds_up(m: Measured, sched: Measured) -> bool:
         return sched.output_tokens_per_s <= m.high
 
@@ -265,37 +296,61 @@ def export_reason(result: Tuned) -> str | None:
 
 
 def schedule_verdict(result: Tuned) -> list[str]:
-    """What the picks' schedule's measured row says against the picks, as sentences; [] when the picks
-    make no schedule or its row is not measured yet.
+    """What the picks' schedule's measured row says against the static configs measured beside it, as
+    sentences; [] when the picks make no schedule or its row is not measured yet.
 
-    One sentence naming each concurrency where the schedule falls short of the confirmed pick (its median
-    below the pick's spread, the check benchmarks/tuning_accuracy.py makes against the best static k), one
-    on what a k=0 range costs when any of those is one, then the sums over the concurrencies measured.
-    Worked (chat, EAGLE-3, 1: k=1 · 2-4: k=2 · 5-16: k=0): at c=16 the schedule measured 161.1
-    (151.2-206.4) against the pick k=0, no speculative config, at 219.1 (212.4-258.0): short. 97% of its
+    One sentence naming each concurrency where the schedule's median falls below the spread of the best
+    static config measured beside it (the check benchmarks/tuning_accuracy.py makes), one on what a k=0
+    range costs when any of those is one, then the sums over the concurrencies: the schedule, no drafting,
+    the best single static k, and each concurrency's best static config.
+    Worked (chat, EAGLE-3, 1: k=1 · 2-4: k=2 · 5-16: k=0, measured in the confirmation): at c=16 the schedule
+    measured 161.1 (151.2-206.4) against no speculative config at 219.1 (212.4-258.0): short. 97% of its
     tokens came from steps that drafted nothing, and those steps took 68.4 ms (median) against the
     baseline's 51.8 ms: EAGLE-3's k=0 range still runs the drafter (docs/schedule-cost.md).
     """
     rows = [r for r in result.rows if r.schedule]
     if not rows or result.schedule is None or not result.schedule.schedule:
         return []
-    short = [r for r in rows if r.schedule.output_tokens_per_s < r.confirmed.low]
+    best = {r.concurrency: best_beside(result, r.concurrency) or r.confirmed for r in rows}
+    short = short_of_best(result)
     out = []
+    where = f"in the {result.schedule_measured_in}"
     if short:
-        out.append("Below the pick's spread at concurrency " + "; ".join(
+        out.append(f"Below the spread of the best static config measured beside it ({where}) at concurrency " + "; ".join(
             f"{r.concurrency}: the schedule (k={result.schedule.k_at(r.concurrency)}) {r.schedule.short()} against "
-            f"k={r.confirmed_k} {r.confirmed.short()}" for r in short) + " (output tokens/s, median (min-max)).")
+            f"{k_text(best[r.concurrency].k)} {best[r.concurrency].short()}" for r in short)
+            + " (output tokens/s, median (min-max)).")
+    else:
+        out.append(f"At every concurrency measured the schedule's median lies within or above the spread of the best "
+                   f"static config measured beside it ({where}).")
     if any(result.schedule.k_at(r.concurrency) == 0 for r in short):
         out.append("Where its k is 0 the schedule drafts nothing but still serves with the speculative config, and "
                    "that cost this much here (docs/schedule-cost.md measures it by itself).")
-    if len(rows) == len(result.rows) and all(r.baseline for r in rows):
-        def total(ms):
-            return sum(m.output_tokens_per_s for m in ms)
-        out.append(f"Summed over concurrency {', '.join(str(r.concurrency) for r in rows)} (medians): schedule "
-                   f"{total(r.schedule for r in rows):.1f}, no drafting {total(r.baseline for r in rows):.1f}, "
-                   f"the picks {total(r.confirmed for r in rows):.1f} (each concurrency's best, which one server "
-                   "config reaches only if the schedule costs nothing).")
+    concurrencies = [r.concurrency for r in rows]
+    whole = {k: summed([by_c[c] for c in concurrencies], k) for k, by_c in result.static_beside.items()
+             if all(c in by_c for c in concurrencies)}
+    if len(rows) == len(result.rows) and whole:
+        schedule_sum = sum(r.schedule.output_tokens_per_s for r in rows)
+        sums = [f"schedule {schedule_sum:.1f}"] + [f"{k_text(k)} {m.output_tokens_per_s:.1f}" for k, m in sorted(whole.items())]
+        top = max(whole.values(), key=lambda m: m.output_tokens_per_s)
+        verdict = ("at or above every single static config" if schedule_sum >= top.output_tokens_per_s else
+                   f"{1 - schedule_sum / top.output_tokens_per_s:.1%} below {k_text(top.k)}")
+        out.append(f"Summed over concurrency {', '.join(map(str, concurrencies))} (medians, {where}): "
+                   f"{', '.join(sums)}; each concurrency's best static config "
+                   f"{sum(best[c].output_tokens_per_s for c in concurrencies):.1f}. The schedule is {verdict}.")
     return out
+
+
+def short_of_best(result: Tuned) -> list[ConfirmationRow]:
+    """The concurrencies where the schedule's measured median lies below the spread of the best static config
+    measured beside it (the confirmed pick where nothing was)."""
+    return [r for r in result.rows if r.schedule and r.schedule.output_tokens_per_s
+            < (best_beside(result, r.concurrency) or r.confirmed).low]
+
+
+def k_text(k: int) -> str:
+    """'static k=4', or 'no drafting' for k = 0."""
+    return f"static k={k}" if k else "no drafting"
 
 
 def schedule_label(spec: SpecConfig) -> str:

@@ -5,6 +5,8 @@
     list_sweep_files()                 # [sample_runs/sweeps/code/sweep.json, ...]: one sweep per folder, by name
     confirmation_folder("sample_runs/sweeps/code", "ngram lookup 2-4")
     -> sample_runs/sweeps/code/confirm/ngram_lookup_2-4/      (`specviz tune` keeps the drafter's confirmation there)
+    head_to_head_folder("sample_runs/sweeps/code", "ngram lookup 2-4", "ngram lookup 2-4 k by batch 1:5 2-16:4")
+    -> .../confirm/ngram_lookup_2-4/head-to-head/ngram_lookup_2-4_k_by_batch_1_5_2-16_4/  (a schedule beside the static configs)
 
 A file of schema 1 or 2 reads as today's Sweep (SweepCell reads its cells in today's shape) and is written back
 as schema 3.
@@ -59,6 +61,17 @@ def load_confirmation(sweep_dir: str | Path, drafter: str) -> Sweep | None:
     """The drafter's confirmation sweep, or None when `specviz tune` has not measured one."""
     path = confirmation_folder(sweep_dir, drafter) / "sweep.json"
     return load_sweep(path) if path.exists() else None
+
+
+def head_to_head_folder(sweep_dir: str | Path, drafter: str, schedule: str) -> Path:
+    """Where `specviz tune` measures a schedule (its sweep label) side by side with the static configs it must
+    beat: one folder per schedule, so new picks never overwrite an older schedule's measurement."""
+    return confirmation_folder(sweep_dir, drafter) / "head-to-head" / file_stem(schedule)
+
+
+def load_head_to_heads(sweep_dir: str | Path, drafter: str) -> list[Sweep]:
+    """The drafter's head-to-head sweeps (schedule.head_to_head_grid), one per schedule measured, by folder name."""
+    return [load_sweep(p) for p in sorted((confirmation_folder(sweep_dir, drafter) / "head-to-head").glob("*/sweep.json"))]
 
 
 def list_sweep_files(folder: Path = SWEEPS_DIR) -> list[Path]:

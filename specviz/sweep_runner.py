@@ -13,7 +13,7 @@ from .config import SpecConfig, check_server_args
 from .prompts import load_prompts
 from .runfile import save_run
 from .sweep import Sweep, SweepCell, SweepError, SweepGrid, cell_run
-from .sweep_files import confirmation_folder, file_stem, load_sweep, save_sweep
+from .sweep_files import confirmation_folder, file_stem, head_to_head_folder, load_sweep, save_sweep
 
 
 def sweep_prompts(grid: SweepGrid) -> tuple[str, list[str]]:
@@ -135,18 +135,20 @@ def run_sweep(
 
 
 def run_confirmation(sweep_dir: Path, drafter: str, *, repeats: int = 3, neighbours: int = 1,
-                     sweep: Sweep | None = None, pred=None, **callbacks) -> tuple[Sweep, SpecConfig | None]:
+                     sweep: Sweep | None = None, pred=None, **callbacks) -> tuple[Sweep, Sweep | None, SpecConfig | None]:
     """Measure the cells that decide (schedule.confirmation_grid); where the baseline wins a concurrency, the
-    drafter idle as one more row (k = 0 of a schedule, SpecConfig.idle()); pick on measurement; then measure
-    the schedule of the picks as one more row (each row its own rounds, after the candidates'); resumable.
+    drafter idle as one more row (k = 0 of a schedule, SpecConfig.idle()); pick on measurement; then the
+    picks' schedule side by side with no drafting and each picked k (schedule.head_to_head_grid, in
+    `<confirmation>/head-to-head/`); resumable.
 
-    Returns the confirmation sweep and the picks' spec (schedule.Tuned.schedule; None: no drafting pays
-    anywhere; what to export is schedule.tuned's answer once the schedule's row is in). `callbacks`
-    go to run_sweep; `sweep` and `pred` (its prediction.Prediction for the drafter), when the caller has them
-    already. Raises SweepError when the tuner refuses the drafter as a whole.
+    Returns the confirmation sweep, the head-to-head sweep (None when the picks make no schedule: one k or
+    none everywhere) and the picks' spec (schedule.Tuned.schedule; None: no drafting pays anywhere; what to
+    export is schedule.tuned's answer). `callbacks` go to run_sweep; `sweep` and `pred` (its
+    prediction.Prediction for the drafter), when the caller has them already. Raises SweepError when the
+    tuner refuses the drafter as a whole.
     """
     from .prediction import predict
-    from .schedule import confirmation_grid, confirmation_rows, needs_idle_row, picks_schedule
+    from .schedule import confirmation_grid, confirmation_rows, head_to_head_grid, needs_idle_row, picks_schedule, schedule_label
 
     sweep = sweep or load_sweep(Path(sweep_dir) / "sweep.json")
     pred = pred or predict(sweep, drafter)
@@ -161,8 +163,10 @@ def run_confirmation(sweep_dir: Path, drafter: str, *, repeats: int = 3, neighbo
     if needs_idle_row(confirmation_rows(pred, confirm)) and idle not in grid.schedules:
         grid = grid.model_copy(update={"schedules": [*grid.schedules, idle]})
         confirm = run_sweep(grid, out, **callbacks)
-    picked = picks_schedule(pred.spec, {r.concurrency: r.confirmed_k for r in confirmation_rows(pred, confirm)})
-    if picked is not None and picked.schedule and picked.to_vllm() not in grid.schedules:
-        confirm = run_sweep(grid.model_copy(update={"schedules": [*grid.schedules, picked.to_vllm()]}), out,
-                            **callbacks)
-    return confirm, picked
+    rows = confirmation_rows(pred, confirm)
+    picked = picks_schedule(pred.spec, {r.concurrency: r.confirmed_k for r in rows})
+    if picked is None or not picked.schedule:
+        return confirm, None, picked
+    side_by_side = head_to_head_grid(confirm.grid, rows, picked, repeats=repeats)
+    folder = head_to_head_folder(sweep_dir, drafter, schedule_label(picked))
+    return confirm, run_sweep(side_by_side, folder, **callbacks), picked

@@ -170,8 +170,8 @@ def tuning_acceptance(pred: Prediction, caption: str, k: int | None = None) -> g
 def schedule_chart(result: Tuned, pred: Prediction, caption: str) -> go.Figure:
     """Measured output tokens/s over concurrency: the sweep's baseline and each static k, and the picks'
     schedule (its measured row where there is one, else the confirmed k's measurement at each concurrency,
-    labelled with its k); where the row was measured in the confirmation, that run's own baseline beside
-    it (the sweep's curves may come from another day or machine); below, the schedule's k as a step line
+    labelled with its k); where the row was measured in the confirmation or its head-to-head, the baseline
+    measured there beside it (the sweep's curves may come from another day or machine); below, the schedule's k as a step line
     over the batch size, as vLLM looks it up."""
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.74, 0.26], vertical_spacing=0.05)
     concurrencies = [r.concurrency for r in result.rows]
@@ -194,15 +194,17 @@ def schedule_chart(result: Tuned, pred: Prediction, caption: str) -> go.Figure:
     else:
         xs, ys = concurrencies, [r.confirmed.output_tokens_per_s for r in result.rows]
         name = f"confirmed k per concurrency, measured in the {result.confirmed_by}"
-    label_below = [False] * len(xs)  # a k label goes under its star where the confirmation's baseline runs above
-    if result.schedule_measured_in == "confirmation" and all(r.baseline for r in measured_schedule):
-        label_below = [r.baseline.output_tokens_per_s > r.schedule.output_tokens_per_s for r in measured_schedule]
+    label_below = [False] * len(xs)  # a k label goes under its star where the baseline measured beside it runs above
+    beside = result.static_beside.get(0, {})
+    if result.schedule_measured_in in ("confirmation", "head-to-head") and all(c in beside for c in xs):
+        base = [beside[c].output_tokens_per_s for c in xs]
+        label_below = [b > y for b, y in zip(base, ys)]
         fig.add_trace(go.Scatter(
-            x=xs, y=[r.baseline.output_tokens_per_s for r in measured_schedule], mode="lines+markers",
-            name="no drafting, measured in the confirmation", meta=dict(role="confirmation_baseline"),
+            x=xs, y=base, mode="lines+markers",
+            name=f"no drafting, measured in the {result.schedule_measured_in}", meta=dict(role="confirmation_baseline"),
             line=dict(color="#111111", width=2, dash="dot"), marker=dict(size=8, symbol="circle-open"),
-            hovertemplate="no drafting at concurrency %{x}: %{y:.1f} output tokens/s (the confirmation's)"
-                          "<extra></extra>",
+            hovertemplate=f"no drafting at concurrency %{{x}}: %{{y:.1f}} output tokens/s (the "
+                          f"{result.schedule_measured_in}'s)<extra></extra>",
         ), row=1, col=1)
     schedule_k = {r.concurrency: result.schedule.k_at(r.concurrency) if result.schedule else 0 for r in result.rows}
     fig.add_trace(go.Scatter(

@@ -154,13 +154,23 @@ def test_the_verdict_names_where_the_measured_schedule_falls_short_and_sums_it_a
         [BatchSizeRange(first=1, last=1, k=1), BatchSizeRange(first=2, last=16, k=0)])
     rows = [row(1, m(1, 23.5, 21.2, 28.3), m(0, 18.5, 16.8, 20.7), m(1, 22.9, 22.7, 25.1)),
             row(16, m(0, 219.1, 212.4, 258.0), m(0, 219.1, 212.4, 258.0), m(0, 161.1, 151.2, 206.4))]
+    beside = {0: {1: m(0, 18.5, 16.8, 20.7), 16: m(0, 219.1, 212.4, 258.0)},
+              1: {1: m(1, 23.5, 21.2, 28.3), 16: m(1, 145.5, 136.1, 152.2)}}
     result = Tuned(rows=rows, schedule=spec, exported=spec, confirmed_by="confirmation",
-                   schedule_measured_in="confirmation")
+                   schedule_measured_in="confirmation", static_beside=beside)
     short, why, sums = schedule_verdict(result)
-    assert short == ("Below the pick's spread at concurrency 16: the schedule (k=0) 161.1 (151.2-206.4) against "
-                     "k=0 219.1 (212.4-258.0) (output tokens/s, median (min-max)).")
+    assert short == ("Below the spread of the best static config measured beside it (in the confirmation) at "
+                     "concurrency 16: the schedule (k=0) 161.1 (151.2-206.4) against no drafting 219.1 (212.4-258.0) "
+                     "(output tokens/s, median (min-max)).")
     assert "Where its k is 0 the schedule drafts nothing" in why
-    assert "schedule 184.0, no drafting 237.6, the picks 242.6" in sums
+    assert ("schedule 184.0, no drafting 237.6, static k=1 169.0; each concurrency's best static config 242.6. "
+            "The schedule is 22.6% below no drafting.") in sums
+    # measured level with the best at each concurrency and above every static config summed: it says so
+    level = [r.model_copy(update={"schedule": m(r.confirmed_k, 23.6 if r.concurrency == 1 else 220.0, 20.0, 260.0)})
+             for r in rows]
+    within, sums = schedule_verdict(result.model_copy(update={"rows": level}))
+    assert within.startswith("At every concurrency measured the schedule's median lies within or above the spread")
+    assert sums.endswith("The schedule is at or above every single static config.")
     assert schedule_verdict(result.model_copy(update={"schedule": spec.with_k(1)})) == []  # static: no verdict
     unmeasured = [r.model_copy(update={"schedule": None}) for r in rows]
     assert schedule_verdict(result.model_copy(update={"rows": unmeasured})) == []
