@@ -110,7 +110,9 @@ def test_a_schedule_row_drafts_by_batch_size_and_tune_confirms_the_picks(tmp_pat
     """A sweep with a schedule row (k=2 alone, k=1 from two requests up), then `specviz tune`'s confirmation."""
     from specviz.config import SpecConfig
     from specviz.demo_model import ensure_demo_model
+    from specviz.prediction import predict
     from specviz.runfile import draft_batches, most_drafts_from
+    from specviz.schedule import confirmation_rows, needs_idle_row, schedule_label
     from specviz.sweep_files import confirmation_folder
     from specviz.sweep_runner import run_confirmation
     from specviz.testing.tiny_models import build_tiny_llama
@@ -149,10 +151,23 @@ def test_a_schedule_row_drafts_by_batch_size_and_tune_confirms_the_picks(tmp_pat
         # each drafts one.
         assert all(d <= 1 for batch, d in drafted if batch == 2)
 
-    confirm, exported = run_confirmation(out, "ngram lookup 1-3", repeats=1)
+    confirm, head_to_head, picked = run_confirmation(out, "ngram lookup 1-3", repeats=1)
     assert (confirmation_folder(out, "ngram lookup 1-3") / "sweep.json").exists()
     static = [c for c in confirm.cells if not c.scheduled]
     assert {c.concurrency for c in static} == {1, 2} and any(c.drafter == "baseline" for c in static)
     assert all(c.num_speculative_tokens <= 2 for c in static)
-    if exported is not None and exported.schedule:
-        assert any(c.scheduled and c.spec == exported for c in confirm.cells)  # the export measured as a row
+    pred = predict(sweep, "ngram lookup 1-3")
+    idle = [c for c in confirm.cells if c.scheduled and c.spec.drafts_nothing]
+    without_idle = confirm.model_copy(update={"cells": [c for c in confirm.cells if c not in idle]})
+    # where the baseline beat every k, ngram loaded and idle was measured too, and k = 0 is picked only on it
+    assert bool(idle) == needs_idle_row(confirmation_rows(pred, without_idle))
+    rows = confirmation_rows(pred, confirm)
+    assert all(r.idle is not None for r in rows if r.confirmed_k == 0)
+    if picked is not None and picked.schedule:
+        # the picks' schedule measured side by side with no drafting and each picked k, in the same rounds
+        assert {(c.drafter, c.concurrency) for c in head_to_head.cells if c.scheduled} == {
+            (schedule_label(picked), 1), (schedule_label(picked), 2)}
+        assert {c.num_speculative_tokens for c in head_to_head.cells if not c.scheduled} == (
+            {0} | {r.confirmed_k for r in rows})
+    else:
+        assert head_to_head is None
