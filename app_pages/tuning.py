@@ -68,8 +68,10 @@ st.subheader("What to serve: k by batch size")
 if not result.rows:
     st.info("Nothing to recommend: every concurrency was refused (see above).")
 else:
+    idle = ("; where the baseline won, the drafter loaded at k=0, which is what a k=0 range of a schedule serves"
+            if any(r.idle for r in result.rows) else "")
     source = ("picked on the confirmation `specviz tune` measured (the predicted best k, its neighbours and the "
-              f"baseline, {confirmation.grid.repeats} runs each)" if confirmation is not None else
+              f"baseline{idle}; {confirmation.grid.repeats} runs each)" if confirmation is not None else
               "picked on the sweep's own cells (every k it recorded); confirm on fresh runs with "
               f"`{tune_cmd}`")
     st.markdown(f"#### Serve: {describe_spec(result.exported)}")

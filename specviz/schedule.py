@@ -35,17 +35,24 @@ tuner's prediction then only says which k to measure first.
    measured below no speculative config inside a traced schedule (docs/schedule-cost.md).
 4. The head-to-head (head_to_head_grid): the schedule, no drafting and each picked k at every concurrency,
    measured side by side in the same rounds. A row measured in rounds of its own, after the candidates',
-   is compared across drift: the code sweep's schedule measured 2-4% below static k=4 at c=2 and 4 while
-   drafting 4 in 134 of 146 steps, yet a k=3-everywhere schedule measured 1.016 (1.002-1.031) against
-   static k=3 in alternating rounds (docs/schedule-cost.md).
-5. The export (tuned): the schedule, until it is measured as a row. Then every static config measured
-   beside it at all the same concurrencies (each k, and no drafting) competes with it: where the
-   schedule's median lies at or below a static config's max at every concurrency (the schedule is
-   nowhere measurably better), that config replaces it, the highest sum over the concurrencies first,
-   since one config is simpler to serve. Worked (chat, ngram, confirmation): the schedule 1: k=0 · 2: k=2
-   · 3-16: k=0 measured 31.2, 59.8, 118.7, 177.7, 226.8 tok/s at c=1..16; no drafting 33.4, 59.5
-   (58.7-60.5: 59.8 is inside), 130.4, 188.3, 243.9: export no speculative config. (Code, ngram: at c=1
-   the schedule's 60.4 lies above static k=4's 58.7 (55.5-59.3), so k=4 does not replace it.)
+   is compared with them across whatever changed in between: the code sweep's schedule 1: k=5 · 2-16: k=4
+   measured that way 2.3% and 4.2% below static k=4 at c=2 and 4 (102.0 against 104.4, 135.8 against
+   141.8) while drafting 4 in 134 of 146 steps; head to head it measured 101.1 against 100.0 and 137.3
+   against 136.7 (sample_runs/README.md).
+5. The export (tuned): the schedule, until it is measured as a row (picks of one k everywhere are a
+   static config, measured beside the baseline in the confirmation already). Then every static config
+   measured beside it at all the same concurrencies (each k, and no drafting) competes with it, and
+   replaces it (the highest sum over the concurrencies first) where either
+   - it sums measurably more output tokens/s over the concurrencies than the schedule: its medians'
+     sum above the sum of the schedule's maxes. The picks are each concurrency's best only as measured
+     one at a time, and the schedule as one server may not keep them; or
+   - the schedule's median lies at or below its max at every concurrency (the schedule is nowhere
+     measurably better), since one config is simpler to serve.
+   Worked (chat, ngram, head-to-head): the schedule 1: k=1 · 2-4: k=2 · 5-16: k=0 measured 33.1, 61.4,
+   125.9, 182.4, 230.0 tok/s at c=1..16, 632.8 (622.3-636.0) summed; no drafting 34.2, 60.1, 129.2, 196.5,
+   248.0, 667.9 summed: export no speculative config (the schedule measured better at c=2 alone). Code, ngram,
+   head-to-head: the schedule 1: k=5 · 2-16: k=4 summed 618.4 against static k=4's 616.2, and at c=1 its
+   60.1 lies above k=4's 57.0 max: it stays.
 """
 
 from __future__ import annotations
@@ -241,6 +248,12 @@ def tuned(pred: Prediction, sweep: Sweep, confirmation: Sweep | None, head_to_he
                              schedule_sum=summed(list(cells.values()), schedule.num_speculative_tokens),
                              replaced_by=replacing_config(cells, static))
                 break
+    elif schedule is not None and all(r.at(schedule.k) and r.baseline for r in rows):
+        # one k everywhere: its candidates are its row, measured beside the baseline in the same rounds
+        cells = {r.concurrency: r.at(schedule.k) for r in rows}
+        static = {0: {r.concurrency: r.baseline for r in rows}}
+        found = dict(schedule_measured_in="confirmation" if confirmation else "sweep", static_beside=static,
+                     schedule_sum=summed(list(cells.values()), schedule.k), replaced_by=replacing_config(cells, static))
     instead = found.get("replaced_by")
     return Tuned(rows=rows, schedule=schedule, exported=schedule.with_k(instead.k) if instead else schedule,
                  confirmed_by="confirmation" if confirmation else "sweep", **found)
@@ -273,15 +286,19 @@ def summed(measured: list[Measured], k: int) -> Measured:
 
 
 def replacing_config(schedule_row: dict[int, Measured], static: dict[int, dict[int, Measured]]) -> Measured | None:
-    """The static config (k; 0: no drafting) measured at every concurrency of the schedule's row, with the
-    schedule's median at or below its max at each, summed over them (the highest sum first); None: the
-    schedule measured better than each of them somewhere (module docstring, 5.)."""
-    def holds_up(m: Measured, sched: Measured) -> bool:
-        return sched.output_tokens_per_s <= m.high
+    """The static config (k; 0: no drafting) measured at every concurrency of the schedule's row that sums
+    measurably more than the schedule there (its medians above the schedule's maxes, summed), or that the
+    schedule is nowhere measurably better than (its median at or below the config's max at each), summed
+    over them (the highest sum first); None: neither holds for any (module docstring, 5.)."""
+    schedule_high = sum(m.high for m in schedule_row.values())
 
-    level = [summed(list(by_c.values()), k) for k, by_c in static.items()
-             if by_c.keys() == schedule_row.keys() and all(holds_up(by_c[c], schedule_row[c]) for c in by_c)]
-    return max(level, key=lambda m: (m.output_tokens_per_s, -m.k), default=None)
+    def replaces(by_c: dict[int, Measured]) -> bool:
+        more = sum(m.output_tokens_per_s for m in by_c.values()) > schedule_high
+        return more or all(schedule_row[c].output_tokens_per_s <= m.high for c, m in by_c.items())
+
+    instead = [summed(list(by_c.values()), k) for k, by_c in static.items()
+               if by_c.keys() == schedule_row.keys() and replaces(by_c)]
+    return max(instead, key=lambda m: (m.output_tokens_per_s, -m.k), default=None)
 
 
 def export_reason(result: Tuned) -> str | None:
@@ -289,10 +306,15 @@ def export_reason(result: Tuned) -> str | None:
     if result.replaced_by is None or result.schedule_sum is None:
         return None
     instead = describe_spec(result.exported)
-    return (f"Measured as a row in the {result.schedule_measured_in}, the picks' schedule was nowhere better than "
-            f"{instead} measured beside it: at every concurrency its median lies at or below that config's max "
-            f"(summed: {instead} {result.replaced_by.short()}, the schedule {result.schedule_sum.short()}). So the "
-            f"export is {instead}: one config everywhere, simpler to serve.")
+    picks = ("the picks' schedule" if result.schedule.schedule
+             else f"the picks ({describe_spec(result.schedule)} at every concurrency)")
+    sums = f"summed over the concurrencies, {instead} {result.replaced_by.short()} against {picks} {result.schedule_sum.short()}"
+    if result.replaced_by.output_tokens_per_s > result.schedule_sum.high:
+        return (f"Measured beside {picks} in the {result.schedule_measured_in}, {instead} served measurably more in "
+                f"total ({sums}: its median sum above the picks' maxes summed). So the export is {instead}.")
+    return (f"Measured beside {picks} in the {result.schedule_measured_in}, {instead} was nowhere measurably worse: "
+            f"at every concurrency the picks' median lies at or below its max ({sums}). So the export is "
+            f"{instead}: one config everywhere, simpler to serve.")
 
 
 def schedule_verdict(result: Tuned) -> list[str]:

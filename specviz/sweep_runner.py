@@ -138,8 +138,8 @@ def run_confirmation(sweep_dir: Path, drafter: str, *, repeats: int = 3, neighbo
                      sweep: Sweep | None = None, pred=None, **callbacks) -> tuple[Sweep, Sweep | None, SpecConfig | None]:
     """Measure the cells that decide (schedule.confirmation_grid); where the baseline wins a concurrency, the
     drafter idle as one more row (k = 0 of a schedule, SpecConfig.idle()); pick on measurement; then the
-    picks' schedule side by side with no drafting and each picked k (schedule.head_to_head_grid, in
-    `<confirmation>/head-to-head/`); resumable.
+    picks' schedule side by side with no drafting and each picked k, in the same rounds
+    (schedule.head_to_head_grid, kept in sweep_files.head_to_head_folder); resumable.
 
     Returns the confirmation sweep, the head-to-head sweep (None when the picks make no schedule: one k or
     none everywhere) and the picks' spec (schedule.Tuned.schedule; None: no drafting pays anywhere; what to

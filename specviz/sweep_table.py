@@ -84,13 +84,14 @@ def sweep_table(sweep: Sweep, outputs: dict[tuple[str, int, int], str] | None = 
 
 
 def sweep_summary_line(cell: SweepCell) -> str:
-    """'ngram lookup 2-4         k=3 c=4     78.3 tok/s (76.0-80.1, 3 runs)  AL 2.12 (trace)'."""
-    k = "k by batch" if cell.scheduled else f"k={cell.num_speculative_tokens}" if cell.num_speculative_tokens else "   "
+    """'ngram lookup 2-4         k=3 c=4     78.3 tok/s (76.0-80.1, 3 runs)  AL 2.12 (trace)'; a schedule's label
+    says its k ('ngram lookup 2-4 k by batch 1:5 2-16:4 c=2 ...')."""
+    k = "" if cell.scheduled else f"k={cell.num_speculative_tokens} " if cell.num_speculative_tokens else "    "
     al = f"AL {cell.mean_acceptance_length:.2f}" if cell.mean_acceptance_length else "AL  -  "
     spread = (f" ({cell.output_tokens_per_s_min:.1f}-{cell.output_tokens_per_s_max:.1f}, {cell.repeats} runs)"
               if cell.repeats > 1 else "")
     source = "" if cell.drafter == BASELINE else (" (trace)" if cell.traced else " (vLLM counters)")
-    return (f"{cell.drafter:<24} {k} c={cell.concurrency:<3} {cell.output_tokens_per_s:7.1f} tok/s{spread}  "
+    return (f"{cell.drafter:<24} {k}c={cell.concurrency:<3} {cell.output_tokens_per_s:7.1f} tok/s{spread}  "
             f"{al}{source}")
 
 

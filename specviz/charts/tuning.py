@@ -171,8 +171,8 @@ def schedule_chart(result: Tuned, pred: Prediction, caption: str) -> go.Figure:
     """Measured output tokens/s over concurrency: the sweep's baseline and each static k, and the picks'
     schedule (its measured row where there is one, else the confirmed k's measurement at each concurrency,
     labelled with its k); where the row was measured in the confirmation or its head-to-head, the baseline
-    measured there beside it (the sweep's curves may come from another day or machine); below, the schedule's k as a step line
-    over the batch size, as vLLM looks it up."""
+    measured there beside it (the sweep's curves may come from another day or machine); below, the
+    schedule's k as a step line over the batch size, as vLLM looks it up."""
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.74, 0.26], vertical_spacing=0.05)
     concurrencies = [r.concurrency for r in result.rows]
     ks = sorted({m.num_speculative_tokens for m in pred.measured})

@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 from run_builders import make_run
 
-from specviz.config import ConfigError
+from specviz.config import BatchSizeRange, ConfigError
 from specviz.metrics import StepFigures
 from specviz.runfile import Request, RequestSpecDecodeMetrics, SpecDecodeCounters
 from specviz.sweep import (
@@ -317,3 +317,16 @@ def test_run_sweep_interleaves_repeats_and_resumes_them(tmp_path, monkeypatch):
     assert starts[5:] == [(None, True), (1, True)] and all(c.repeats == 3 for c in sweep.cells)
     with pytest.raises(SweepError, match="another grid"):
         sweep_mod.run_sweep(SweepGrid(**grid.model_dump() | {"repeats": 3, "traced": False}), tmp_path)
+
+
+def test_the_progress_line_names_k_once():
+    from specviz.sweep_table import sweep_summary_line
+
+    static = cell("ngram lookup 2-4", 3, 4, 78.3)
+    assert sweep_summary_line(static).startswith("ngram lookup 2-4         k=3 c=4      78.3 tok/s")
+    assert sweep_summary_line(cell("baseline", None, 4, 90.0)).startswith("baseline                     c=4      90.0")
+    scheduled = static.model_copy(update={
+        "drafter": "ngram lookup 2-4 k by batch 1:5 2-16:4",
+        "spec": static.spec.model_copy(update={"schedule": [BatchSizeRange(first=1, last=1, k=5),
+                                                            BatchSizeRange(first=2, last=16, k=4)]})})
+    assert sweep_summary_line(scheduled).startswith("ngram lookup 2-4 k by batch 1:5 2-16:4 c=4      78.3 tok/s")
