@@ -223,23 +223,33 @@ def _confirmed(sweep: Sweep, pred, folder: Path, name: str, by_key: dict, totals
                                  f"{name} {pred.drafter} ({result.schedule_measured_in})", totals)
         for line in schedule_verdict(result):
             print(f"    {line}")
+        if result.exported != result.schedule:  # the static config the export rule put in its place, the same check
+            k = result.exported.k if result.exported else 0
+            rows = {c.concurrency: c for c in source.cells if not c.scheduled and c.num_speculative_tokens == k
+                    and c.drafter in (BASELINE, pred.drafter) and c.concurrency in rows}
+            print(f"    the export, {describe_spec(result.exported)}, against the same static configs:")
+            _schedule_against_static(result.exported, rows, beside, pred.drafter,
+                                     f"{name} {pred.drafter} export ({result.schedule_measured_in})", totals,
+                                     name="export")
 
 
-def _schedule_against_static(schedule, rows: dict, by_key: dict, drafter: str, point: str, totals: Totals) -> None:
-    """The schedule's row against every static k measured beside it (k=0: no drafting): within the best's
-    spread at each concurrency, and summed over the concurrencies against each k measured at all of them."""
+def _schedule_against_static(schedule, rows: dict, by_key: dict, drafter: str, point: str, totals: Totals,
+                             name: str = "schedule") -> None:
+    """The schedule's row (or the export's, `name`; None: no drafting) against every static k measured beside
+    it (k=0: no drafting): within the best's spread at each concurrency, and summed over the concurrencies
+    against each k measured at all of them."""
     sums = {}
     for c, cell in sorted(rows.items()):
         measured, best = _best_static(by_key, drafter, c)
         for k, x in measured.items():
             sums.setdefault(k, []).append(x.output_tokens_per_s)
         inside = cell.output_tokens_per_s >= best.output_tokens_per_s_min
-        print(f"    c={c:<3} schedule k={schedule.k_at(c)} {_spread(cell)} · best static k="
+        print(f"    c={c:<3} {name} k={schedule.k_at(c) if schedule else 0} {_spread(cell)} · best static k="
               f"{best.num_speculative_tokens} {_spread(best)} · {'within' if inside else 'OUTSIDE'}")
     total = sum(x.output_tokens_per_s for x in rows.values())
     full = {k: sum(v) for k, v in sums.items() if len(v) == len(rows)}
     beaten = [k for k, v in full.items() if v > total]
-    line = (f"{point}: schedule sum {total:.1f} tok/s over c={sorted(rows)} against static k measured at every one "
+    line = (f"{point}: {name} sum {total:.1f} tok/s over c={sorted(rows)} against static k measured at every one "
             + ", ".join(f"{k}: {v:.1f}" for k, v in sorted(full.items()))
             + (f" · BEATEN by k={beaten}" if beaten else " · at or above every static k"))
     totals.schedules.append(line)
