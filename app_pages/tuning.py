@@ -91,9 +91,10 @@ else:
         label = schedule_label(result.schedule)
         cells = (confirmation.cells if where == "confirmation" else
                  next(h.cells for h in head_to_heads if any(c.drafter == label for c in h.cells)))
-        st.caption(f"The static-k curves are the sweep's cells ({sweep_charts.recorded_on(sweep.cells)}); the black "
-                   f"lines were measured in the {where} ({sweep_charts.recorded_on(cells)}): set the schedule against "
-                   f"the no-drafting line measured beside it and the table, not against the sweep's curves.")
+        st.caption(f"The solid static-k curves are the sweep's cells ({sweep_charts.recorded_on(sweep.cells)}); the "
+                   f"schedule and the dotted lines were measured in the {where} ({sweep_charts.recorded_on(cells)}): set "
+                   f"the schedule against the dotted lines measured beside it and the table, not against the sweep's "
+                   f"curves.")
     if verdict := schedule_verdict(result):
         (st.warning if short_of_best(result) else st.success)("**The schedule measured as a row.** " + " ".join(verdict))
     st.markdown(f"**Export:** {describe_spec(result.exported)}. Batch sizes between two measured concurrencies "

@@ -171,7 +171,8 @@ def schedule_chart(result: Tuned, pred: Prediction, caption: str) -> go.Figure:
     """Measured output tokens/s over concurrency: the sweep's baseline and each static k, and the picks'
     schedule (its measured row where there is one, else the confirmed k's measurement at each concurrency,
     labelled with its k); where the row was measured in the confirmation or its head-to-head, the baseline
-    measured there beside it (the sweep's curves may come from another day or machine); below, the
+    and the static k measured there beside it, dotted (the sweep's curves may come from another day or
+    machine); below, the
     schedule's k as a step line over the batch size, as vLLM looks it up."""
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.74, 0.26], vertical_spacing=0.05)
     concurrencies = [r.concurrency for r in result.rows]
@@ -196,6 +197,17 @@ def schedule_chart(result: Tuned, pred: Prediction, caption: str) -> go.Figure:
         name = f"confirmed k per concurrency, measured in the {result.confirmed_by}"
     label_below = [False] * len(xs)  # a k label goes under its star where the baseline measured beside it runs above
     beside = result.static_beside.get(0, {})
+    if result.schedule_measured_in in ("confirmation", "head-to-head"):
+        for k, by_c in sorted(result.static_beside.items()):
+            if k and all(c in by_c for c in xs):  # the static k measured beside the schedule, same machine and rounds
+                fig.add_trace(go.Scatter(
+                    x=xs, y=[by_c[c].output_tokens_per_s for c in xs], mode="lines+markers",
+                    name=f"static k={k}, measured in the {result.schedule_measured_in}", meta=dict(role="static_beside", k=k),
+                    line=dict(color=_static_colour(k, max(ks[-1] if ks else k, k)), width=2, dash="dot"),
+                    marker=dict(size=7, symbol="circle-open"),
+                    hovertemplate=f"static k={k} at concurrency %{{x}}: %{{y:.1f}} output tokens/s (the "
+                                  f"{result.schedule_measured_in}'s)<extra></extra>",
+                ), row=1, col=1)
     if result.schedule_measured_in in ("confirmation", "head-to-head") and all(c in beside for c in xs):
         base = [beside[c].output_tokens_per_s for c in xs]
         label_below = [b > y for b, y in zip(base, ys)]
