@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> None:
         p.add_argument("--trace", choices=("off", "on", "both"), default="off",
                        help="run the arms with the specviz tracer (on), without (off), or each both ways (both)")
         p.add_argument("--drafter", type=json.loads, default=None,
-                       help="the zero and iomp parts' drafter as speculative_config JSON without k, e.g. "
+                       help="the zero, same and iomp parts' drafter as speculative_config JSON without k, e.g. "
                             '\'{"method": "eagle3", "model": "drafters/smollm2-135m-eagle3"}\' (default: ngram lookup 2-4)')
 
     args, prompts, tokenizer = ab_setup(__doc__, rounds=3, add_arguments=options, argv=argv)
