@@ -65,7 +65,8 @@ def alternate_rounds(names: tuple[str, ...], rounds: int, measure: Callable[[str
 def print_arms(rounds: dict[str, list[list[float]]], labels: dict[str, str], unit: str = "tokens/s") -> None:
     for name, label in labels.items():
         values = [v for r in rounds[name] for v in r]
-        print(f"{label}: {statistics.mean(values):.1f} {unit} (sd {statistics.stdev(values):.1f}, n={len(values)})")
+        sd = f"sd {statistics.stdev(values):.1f}, " if len(values) > 1 else ""  # one round of one run has none
+        print(f"{label}: {statistics.mean(values):.1f} {unit} ({sd}n={len(values)})")
 
 
 def report(rounds: dict[str, list[list[float]]], labels: dict[str, str], setting: str, args, note: str = "", *,

@@ -116,3 +116,11 @@ def test_shared_report_prints_each_requested_ratio_and_by_default_the_first_two_
     out = capsys.readouterr().out
     assert "SmolLM2-135M bf16, ngram k=3 (lookup 2-4), untraced" in out  # the two-server benchmarks' default
     assert "ratio a / b: 0.900" in out and "ratio a / c" not in out
+
+
+def test_print_arms_reports_one_run_without_a_spread(monkeypatch, capsys):
+    monkeypatch.syspath_prepend(str(BENCHMARK.parent))
+    import tracer_overhead
+
+    tracer_overhead.print_arms({"a": [[90.0]], "b": [[100.0, 104.0]]}, {"a": "arm a", "b": "arm b"})
+    assert capsys.readouterr().out.splitlines() == ["arm a: 90.0 tokens/s (n=1)", "arm b: 102.0 tokens/s (sd 2.8, n=2)"]
