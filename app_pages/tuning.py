@@ -11,7 +11,7 @@ from specviz.charts import sweeps as sweep_charts
 from specviz.charts import tuning as tuning_charts
 from specviz.config import describe_spec
 from specviz.prediction import fixed_k_drafters, predict, recorded_ks
-from specviz.schedule import export_reason, schedule_label, schedule_verdict, short_of_best, tuned
+from specviz.schedule import export_reason, schedule_verdict, short_of_best, tuned
 from specviz.serve_command import python_config, serve_command_text
 from specviz.sweep import SweepError
 from specviz.sweep_files import load_confirmation, load_head_to_heads
@@ -80,17 +80,15 @@ else:
         f"At each concurrency the tuner **predicts** the best k from the **{drafter}** run at k={recorded_k}; the "
         f"**confirmed** k is {source}: the best median, or the smallest k whose runs cannot be told apart from it. "
         "Every figure stands beside the **measured baseline**. Output tokens/s; measured figures are medians "
-        f"(min-max) over {runs_per_cell(result)} runs; "
-        "speedup: the confirmed k's median over the baseline's.")
+        f"(min-max) over {runs_per_cell(result)} runs; predicted → measured: the predicted best k, its "
+        "prediction and its measured median; speedup: the confirmed k's median over the baseline's"
+        + ("; k=0, idle: the drafter loaded at k=0 (median)." if any(r.idle for r in result.rows) else "."))
     st.dataframe(recommendation_table(result), key="tune_recommend", hide_index=True, column_config={
         "speedup": st.column_config.NumberColumn(format="%.2fx"),
     })
     st.plotly_chart(tuning_charts.schedule_chart(result, pred, caption), key="tune_chart_schedule", width="stretch")
     if result.schedule_measured_in in ("confirmation", "head-to-head"):
-        where = result.schedule_measured_in
-        label = schedule_label(result.schedule)
-        cells = (confirmation.cells if where == "confirmation" else
-                 next(h.cells for h in head_to_heads if any(c.drafter == label for c in h.cells)))
+        where, cells = result.schedule_measured_in, result.schedule_cells
         st.caption(f"The solid static-k curves are the sweep's cells ({sweep_charts.recorded_on(sweep.cells)}); the "
                    f"schedule and the dotted lines were measured in the {where} ({sweep_charts.recorded_on(cells)}): set "
                    f"the schedule against the dotted lines measured beside it and the table, not against the sweep's "
@@ -128,15 +126,18 @@ k = st.slider("num_speculative_tokens (k)", 1, max(k_max, 2), value=k_max, key=f
 for r in refusals_at_k(pred, k):
     st.warning(f"No prediction — {r}")
 st.dataframe(table_at_k(pred, k), key="tune_table", hide_index=True, column_config={
-    "mean acceptance length": st.column_config.NumberColumn(format="%.2f"),
-    "tokens per target pass": st.column_config.NumberColumn(format="%.2f"),
-    "time per pass (ms, fitted)": st.column_config.NumberColumn(format="%.1f"),
-    "output tokens/s (predicted)": st.column_config.NumberColumn(format="%.1f"),
-    "speedup vs baseline (predicted)": st.column_config.NumberColumn(format="%.2fx"),
+    "acceptance length": st.column_config.NumberColumn(format="%.2f", help="mean acceptance length, as vLLM counts it"),
+    "tokens per pass": st.column_config.NumberColumn(format="%.2f", help="output tokens per target pass"),
+    "ms per pass": st.column_config.NumberColumn(format="%.1f", help="time per target pass, from the fitted step cost"),
+    "predicted tok/s": st.column_config.NumberColumn(format="%.1f", help="output tokens/s"),
+    "speedup": st.column_config.NumberColumn(format="%.2fx", help="predicted, over the predicted baseline"),
+    "measured tok/s": st.column_config.TextColumn(help="output tokens/s, median (min-max) of the cell's runs; "
+                                                       "untraced: acceptance from vLLM's counters"),
+    "gap": st.column_config.TextColumn(help="(predicted - measured) / measured"),
 })
-left, right = st.columns(2)
-left.plotly_chart(tuning_charts.tuning_throughput(pred, caption, k), key="tune_chart_tput", width="stretch")
-right.plotly_chart(tuning_charts.tuning_acceptance(pred, caption, k), key="tune_chart_al", width="stretch")
+# one above the other: side by side, their titles and captions do not fit a 1280 px screen
+st.plotly_chart(tuning_charts.tuning_throughput(pred, caption, k), key="tune_chart_tput", width="stretch")
+st.plotly_chart(tuning_charts.tuning_acceptance(pred, caption, k), key="tune_chart_al", width="stretch")
 
 with st.expander("How the prediction works"):
     why = CUT_IS_VALID.get(pred.method or "")

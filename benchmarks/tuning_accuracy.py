@@ -193,9 +193,14 @@ def _confirmed(sweep: Sweep, pred, folder: Path, name: str, by_key: dict, totals
                 inside = got.output_tokens_per_s >= best.output_tokens_per_s_min
                 totals.confirmed_checked += 1
                 totals.confirmed_within += inside
+                verdict = "within" if inside else "OUTSIDE"
+                if not inside and best.num_speculative_tokens == 0 and row.idle:
+                    # a schedule that drafts anywhere keeps the drafter loaded everywhere: its k=0 is the idle row
+                    idle = (f"no drafting is best here, but a schedule's k=0 is the drafter idle, "
+                            f"{row.idle.output_tokens_per_s:.1f} in the confirmation")
+                    point, verdict = f"{point} ({idle})", f"{verdict} ({idle}, below the pick)"
                 if not inside:
                     totals.confirmed_outside.append(point)
-                verdict = "within" if inside else "OUTSIDE"
             print(f"    c={row.concurrency:<3} confirmed k={row.confirmed_k} ({row.confirmed.text()} in the "
                   f"confirmation) · in the sweep {_spread(got) if got else 'not measured'} · best k="
                   f"{best.num_speculative_tokens} {_spread(best)} · {verdict}")
@@ -210,11 +215,9 @@ def _confirmed(sweep: Sweep, pred, folder: Path, name: str, by_key: dict, totals
         _schedule_against_static(result.schedule, rows, by_key, pred.drafter, f"{name} {pred.drafter}", totals)
         return
     print("    not measured in this sweep (add it with the sweep's command and --schedule)")
-    source = {"confirmation": confirmation, "head-to-head": next(
-        (h for h in head_to_heads if any(c.drafter == label for c in h.cells)), None)}.get(result.schedule_measured_in)
-    if source is not None:
-        rows = {c.concurrency: c for c in source.cells if c.drafter == label}
-        beside = {(c.drafter, c.num_speculative_tokens, c.concurrency): c for c in source.cells}
+    if result.schedule_measured_in in ("confirmation", "head-to-head"):
+        rows = {c.concurrency: c for c in result.schedule_cells if c.drafter == label}
+        beside = {(c.drafter, c.num_speculative_tokens, c.concurrency): c for c in result.schedule_cells}
         rounds = ("side by side in the same rounds" if result.schedule_measured_in == "head-to-head"
                   else "same machine, its own rounds after the candidates'")
         print(f"    in the {result.schedule_measured_in}, against the static k measured beside the schedule ({rounds}; "
@@ -225,7 +228,7 @@ def _confirmed(sweep: Sweep, pred, folder: Path, name: str, by_key: dict, totals
             print(f"    {line}")
         if result.exported != result.schedule:  # the static config the export rule put in its place, the same check
             k = result.exported.k if result.exported else 0
-            rows = {c.concurrency: c for c in source.cells if not c.scheduled and c.num_speculative_tokens == k
+            rows = {c.concurrency: c for c in result.schedule_cells if not c.scheduled and c.num_speculative_tokens == k
                     and c.drafter in (BASELINE, pred.drafter) and c.concurrency in rows}
             print(f"    the export, {describe_spec(result.exported)}, against the same static configs:")
             _schedule_against_static(result.exported, rows, beside, pred.drafter,

@@ -217,6 +217,9 @@ class Tuned(Frozen):
     schedule_measured_in: str | None = Field(default=None, description="'head-to-head', 'sweep' or 'confirmation': "
                                                                        "where the schedule was measured as a row; "
                                                                        "None: not yet")
+    schedule_cells: list[SweepCell] = Field(default_factory=list, description=(
+        "every cell of the sweep that holds the schedule's row (the row and what was measured beside it in the "
+        "same rounds), for where and when it was recorded"))
     static_beside: dict[int, dict[int, Measured]] = Field(
         default_factory=dict, description="k (0: no drafting) -> concurrency -> the static config measured in the "
                                           "same sweep as the schedule's row, at the row's concurrencies")
@@ -244,7 +247,7 @@ def tuned(pred: Prediction, sweep: Sweep, confirmation: Sweep | None, head_to_he
                 for c in source.cells:
                     if c.drafter in (BASELINE, pred.drafter) and not c.scheduled and c.concurrency in cells:
                         static.setdefault(c.num_speculative_tokens, {})[c.concurrency] = Measured.of(c)
-                found = dict(schedule_measured_in=name, static_beside=static,
+                found = dict(schedule_measured_in=name, schedule_cells=source.cells, static_beside=static,
                              schedule_sum=summed(list(cells.values()), schedule.num_speculative_tokens),
                              replaced_by=replacing_config(cells, static))
                 break
@@ -252,7 +255,8 @@ def tuned(pred: Prediction, sweep: Sweep, confirmation: Sweep | None, head_to_he
         # one k everywhere: its candidates are its row, measured beside the baseline in the same rounds
         cells = {r.concurrency: r.at(schedule.k) for r in rows}
         static = {0: {r.concurrency: r.baseline for r in rows}}
-        found = dict(schedule_measured_in="confirmation" if confirmation else "sweep", static_beside=static,
+        found = dict(schedule_measured_in="confirmation" if confirmation else "sweep",
+                     schedule_cells=(confirmation or sweep).cells, static_beside=static,
                      schedule_sum=summed(list(cells.values()), schedule.k), replaced_by=replacing_config(cells, static))
     instead = found.get("replaced_by")
     return Tuned(rows=rows, schedule=schedule, exported=schedule.with_k(instead.k) if instead else schedule,
@@ -325,10 +329,10 @@ def schedule_verdict(result: Tuned) -> list[str]:
     static config measured beside it (the check benchmarks/tuning_accuracy.py makes), one on what a k=0
     range costs when any of those is one, then the sums over the concurrencies: the schedule, no drafting,
     the best single static k, and each concurrency's best static config.
-    Worked (chat, EAGLE-3, 1: k=1 · 2-4: k=2 · 5-16: k=0, measured in the confirmation): at c=16 the schedule
-    measured 161.1 (151.2-206.4) against no speculative config at 219.1 (212.4-258.0): short. 97% of its
-    tokens came from steps that drafted nothing, and those steps took 68.4 ms (median) against the
-    baseline's 51.8 ms: EAGLE-3's k=0 range still runs the drafter (docs/schedule-cost.md).
+    Worked (chat, EAGLE-3, 1: k=3 · 2-4: k=1 · 5-16: k=0, head-to-head): at c=16 the schedule (k=0)
+    measured 227.1 (215.9-238.4) against no speculative config at 240.7 (238.7-243.3): short, as at c=4
+    and 8; EAGLE-3's k=0 range still runs the drafter (docs/schedule-cost.md). Summed over c=1..16:
+    schedule 646.2, no drafting 639.7, static k=1 576.9, k=3 486.2: at or above every single static config.
     """
     rows = [r for r in result.rows if r.schedule]
     if not rows or result.schedule is None or not result.schedule.schedule:

@@ -46,6 +46,24 @@ def sweep_plan(grid: SweepGrid) -> list[tuple[int, str, SpecConfig | None]]:
     return [(r, label, spec) for r in range(grid.repeats) for label, spec in (configs[::-1] if r % 2 else configs)]
 
 
+def this_machine() -> tuple[str, str, str]:
+    """(platform, device name, vLLM version) of this machine, as its runs will record them."""
+    from .serving.server import local_device, vllm_version
+
+    return (*local_device(), vllm_version())
+
+
+def check_same_machine(sweep: Sweep, machine: tuple[str, str, str], out_dir: Path) -> None:
+    """Refuse to resume a sweep recorded elsewhere: its rounds would set one machine's runs against
+    another's (a Xeon's baseline against an EPYC's k=3), which no spread can show. Raises SweepError."""
+    recorded = {(c.platform, c.device_name, c.vllm_version) for c in sweep.cells}
+    if recorded and recorded != {machine}:
+        theirs = "; ".join(f"{p} ({d}), vLLM {v}" for p, d, v in sorted(recorded))
+        raise SweepError(f"{out_dir} was recorded on {theirs}; this machine is {machine[0]} ({machine[1]}), vLLM "
+                         f"{machine[2]}. Resuming would mix machines in one sweep: use a new --out folder (for "
+                         "`specviz tune`, move the drafter's confirm/ folder aside) and measure it all here.")
+
+
 def server_args(grid: SweepGrid, spec: SpecConfig | None) -> list[str]:
     """The grid's server arguments; an untraced speculative server also reports per-request acceptance.
 
@@ -70,7 +88,7 @@ def run_sweep(
     """Measure every run of the grid not yet in `<out_dir>/sweep.json`, in sweep_plan's order; return the sweep.
 
     `on_cell(cell, sweep)` follows every run with its cell (all of that cell's runs so far).
-    Raises SweepError if out_dir holds a sweep of another grid, or when a server dies (the
+    Raises SweepError if out_dir holds a sweep of another grid or of another machine, or when a server dies (the
     finished cells stay saved, and the dead cell's partial run is kept as `*.incomplete.json.gz`).
     """
     from .serving.local import LocalServer
@@ -86,6 +104,7 @@ def run_sweep(
         raise SweepError(f"{out_dir} holds a sweep of another grid; use a new --out folder, or the same "
                          f"arguments as before to resume it (--repeats may grow, schedules may be added). Its grid: "
                          f"{sweep.grid.model_dump_json()}")
+    check_same_machine(sweep, this_machine(), out_dir)
     sweep = sweep.model_copy(update={"grid": grid})
     prompt_set, prompts = sweep_prompts(grid)
     tokenizer = load_tokenizer(grid.target_model)

@@ -166,31 +166,28 @@ NOT_MEASURED = "not measured"  # a k the sweep did not record
 
 
 def table_at_k(pred: Prediction, k: int) -> list[dict]:
-    """The Tuning page's table at one k: per concurrency the predicted figures, the measured cell (median,
-    min-max, how it was measured) and the gap (predicted - measured) / measured, or why there is no number."""
+    """The Tuning page's table at one k: per concurrency the predicted figures, the measured cell as 'median
+    (min-max)' output tokens/s ('· untraced' where vLLM's counters gave its acceptance) and the gap
+    (predicted - measured) / measured, or why there is no number. Short headers (the page gives each its
+    help), so the table fits a 1280 px screen."""
     measured = {(m.concurrency, m.num_speculative_tokens): m for m in pred.measured}
     rows = []
     for c in pred.concurrencies:
         row, m = pred.at(c, k), measured.get((c, k))
-        figures = {
-            "output tokens/s (measured)": f"{m.output_tokens_per_s:.1f}" if m else NOT_MEASURED,
-            "measured min-max": (("1 run" if m.repeats == 1 else f"{m.output_tokens_per_s_min:.1f}-"
-                                  f"{m.output_tokens_per_s_max:.1f} ({m.repeats} runs)") if m else NOT_MEASURED),
-        }
+        spread = f" ({m.output_tokens_per_s_min:.1f}-{m.output_tokens_per_s_max:.1f})" if m and m.repeats > 1 else ""
+        untraced = " · untraced" if m and not m.traced else ""
+        figures = {"measured tok/s": f"{m.output_tokens_per_s:.1f}{spread}{untraced}" if m else NOT_MEASURED}
         if isinstance(row, TuningRefusal):
             rows.append({"concurrency": c, **figures, "refused": row.reason})
             continue
-        scheduling = {True: "async scheduling on", False: "async scheduling off", None: "async scheduling unknown"}
         rows.append({
             "concurrency": c,
-            "mean acceptance length": row.mean_acceptance_length,
-            "tokens per target pass": row.tokens_per_step,
-            "time per pass (ms, fitted)": row.pass_time_s * 1000,
-            "output tokens/s (predicted)": row.output_tokens_per_s,
-            "speedup vs baseline (predicted)": row.speedup,
+            "acceptance length": row.mean_acceptance_length,
+            "tokens per pass": row.tokens_per_step,
+            "ms per pass": row.pass_time_s * 1000,
+            "predicted tok/s": row.output_tokens_per_s,
+            "speedup": row.speedup,
             **figures,
-            "measured as": (f"{'traced' if m.traced else 'untraced, vLLM counters'}, {scheduling[m.async_scheduling]}"
-                            if m else NOT_MEASURED),
             # at the recorded k too: the fitted step cost's own miss
             "gap": f"{m.relative_error:+.1%}" if m and m.relative_error is not None else NOT_MEASURED,
         })
@@ -210,9 +207,10 @@ def step_cost_text(fit: StepCostFit) -> str:
 
 def recommendation_table(result: Tuned) -> list[dict]:
     """The Tuning page's table, one row per concurrency, output tokens/s as 'median (min-max)'; k and its
-    figure in one cell ('k=5: 42.7 (39.2-44.1)') so the table fits a 1280 px screen. Every predicted and
-    confirmed figure has the measured baseline beside it; the drafter idle (k=0 of a schedule) where the
-    confirmation measured it; the schedule's column only when the picks make one."""
+    figure in one cell ('k=5: 42.7 (39.2-44.1)'), and the predicted best k's prediction and measurement in one
+    ('k=5: 44.0 → 42.7', medians only, as the drafter idle), so the table fits a 1280 px screen. Every
+    predicted and confirmed figure has the measured baseline beside it; the drafter idle (k=0 of a schedule)
+    where the confirmation measured it; the schedule's column only when the picks make one."""
     scheduled = result.schedule is not None and bool(result.schedule.schedule)
     idle_measured = any(r.idle for r in result.rows)
     rows = []
@@ -221,14 +219,14 @@ def recommendation_table(result: Tuned) -> list[dict]:
         row = {
             "concurrency": r.concurrency,
             "baseline": base.short() if base else NOT_MEASURED,
-            "predicted": f"k={r.predicted_k}: {r.predicted_output_tokens_per_s:.1f}",
-            "predicted k, measured": at_predicted.short() if at_predicted else NOT_MEASURED,
+            "predicted → measured": f"k={r.predicted_k}: {r.predicted_output_tokens_per_s:.1f} → "
+                                    + (f"{at_predicted.output_tokens_per_s:.1f}" if at_predicted else NOT_MEASURED),
             "confirmed": f"k={r.confirmed_k}: {r.confirmed.short()}",
             "speedup": round(r.confirmed.output_tokens_per_s / base.output_tokens_per_s, 2)
             if base and base.output_tokens_per_s else None,
         }
         if idle_measured:
-            row["k=0, drafter loaded"] = r.idle.short() if r.idle else NOT_MEASURED
+            row["k=0, idle"] = f"{r.idle.output_tokens_per_s:.1f}" if r.idle else NOT_MEASURED
         if scheduled:
             row["schedule"] = (f"k={result.schedule.k_at(r.concurrency)}: "
                                + (r.schedule.short() if r.schedule else NOT_MEASURED))

@@ -289,6 +289,7 @@ def test_run_sweep_interleaves_repeats_and_resumes_them(tmp_path, monkeypatch):
         return make_run(requests, k=k, concurrency=concurrency, traced=server.trace, max_tokens=max_tokens)
 
     monkeypatch.setattr(sweep_mod, "check_grid", lambda grid: None)
+    monkeypatch.setattr(sweep_mod, "this_machine", lambda: ("cpu", "test cpu", "0.32.0"))
     monkeypatch.setattr(local_mod, "LocalServer", FakeServer)
     monkeypatch.setattr(recording_mod, "record", fake_record)
     monkeypatch.setattr(recording_mod, "load_tokenizer", lambda model: None)
@@ -317,6 +318,12 @@ def test_run_sweep_interleaves_repeats_and_resumes_them(tmp_path, monkeypatch):
     assert starts[5:] == [(None, True), (1, True)] and all(c.repeats == 3 for c in sweep.cells)
     with pytest.raises(SweepError, match="another grid"):
         sweep_mod.run_sweep(SweepGrid(**grid.model_dump() | {"repeats": 3, "traced": False}), tmp_path)
+
+    # another machine is refused before an engine starts, naming both
+    monkeypatch.setattr(sweep_mod, "this_machine", lambda: ("cpu", "Intel Xeon", "0.32.0"))
+    with pytest.raises(SweepError, match=r"recorded on cpu \(test cpu\), vLLM 0.32.0; this machine is cpu \(Intel Xeon\)"):
+        sweep_mod.run_sweep(SweepGrid(**grid.model_dump() | {"repeats": 4}), tmp_path)
+    assert len(starts) == 7
 
 
 def test_the_progress_line_names_k_once():
