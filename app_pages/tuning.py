@@ -132,7 +132,8 @@ st.dataframe(table_at_k(pred, k), key="tune_table", hide_index=True, column_conf
     "predicted tok/s": st.column_config.NumberColumn(format="%.1f", help="output tokens/s"),
     "speedup": st.column_config.NumberColumn(format="%.2fx", help="predicted, over the predicted baseline"),
     "measured tok/s": st.column_config.TextColumn(help="output tokens/s, median (min-max) of the cell's runs; "
-                                                       "untraced: acceptance from vLLM's counters"),
+                                                       "untraced: acceptance from vLLM's counters, async or sync "
+                                                       "scheduling as the server ran"),
     "gap": st.column_config.TextColumn(help="(predicted - measured) / measured"),
 })
 # one above the other: side by side, their titles and captions do not fit a 1280 px screen

@@ -104,15 +104,17 @@ def run_sweep(
         raise SweepError(f"{out_dir} holds a sweep of another grid; use a new --out folder, or the same "
                          f"arguments as before to resume it (--repeats may grow, schedules may be added). Its grid: "
                          f"{sweep.grid.model_dump_json()}")
-    check_same_machine(sweep, this_machine(), out_dir)
     sweep = sweep.model_copy(update={"grid": grid})
+    pending = [(repeat, label, spec, todo) for repeat, label, spec in sweep_plan(grid)
+               if (todo := [c for c in grid.concurrencies_for(spec)
+                            if not sweep.has_run((label, spec.num_speculative_tokens if spec else 0, c), repeat)])]
+    if not pending:  # a finished sweep opened elsewhere measures nothing, so mixes nothing
+        return sweep
+    check_same_machine(sweep, this_machine(), out_dir)
     prompt_set, prompts = sweep_prompts(grid)
     tokenizer = load_tokenizer(grid.target_model)
-    for repeat, label, spec in sweep_plan(grid):
+    for repeat, label, spec, todo in pending:
         k = spec.num_speculative_tokens if spec else 0
-        todo = [c for c in grid.concurrencies_for(spec) if not sweep.has_run((label, k, c), repeat)]
-        if not todo:
-            continue
         if on_engine:
             on_engine(label, spec)
         with LocalServer(model=grid.target_model, spec=spec, dtype=grid.dtype, seed=grid.seed, trace=grid.traced,

@@ -167,7 +167,8 @@ NOT_MEASURED = "not measured"  # a k the sweep did not record
 
 def table_at_k(pred: Prediction, k: int) -> list[dict]:
     """The Tuning page's table at one k: per concurrency the predicted figures, the measured cell as 'median
-    (min-max)' output tokens/s ('· untraced' where vLLM's counters gave its acceptance) and the gap
+    (min-max)' output tokens/s ('· untraced, async' where vLLM's counters gave its acceptance, with how it
+    scheduled) and the gap
     (predicted - measured) / measured, or why there is no number. Short headers (the page gives each its
     help), so the table fits a 1280 px screen."""
     measured = {(m.concurrency, m.num_speculative_tokens): m for m in pred.measured}
@@ -175,7 +176,9 @@ def table_at_k(pred: Prediction, k: int) -> list[dict]:
     for c in pred.concurrencies:
         row, m = pred.at(c, k), measured.get((c, k))
         spread = f" ({m.output_tokens_per_s_min:.1f}-{m.output_tokens_per_s_max:.1f})" if m and m.repeats > 1 else ""
-        untraced = " · untraced" if m and not m.traced else ""
+        untraced = ""
+        if m and not m.traced:  # how it ran matters on GPUs, where vLLM schedules asynchronously by default
+            untraced = {True: " · untraced, async", False: " · untraced, sync"}.get(m.async_scheduling, " · untraced")
         figures = {"measured tok/s": f"{m.output_tokens_per_s:.1f}{spread}{untraced}" if m else NOT_MEASURED}
         if isinstance(row, TuningRefusal):
             rows.append({"concurrency": c, **figures, "refused": row.reason})

@@ -173,7 +173,8 @@ def schedule_chart(result: Tuned, pred: Prediction, caption: str) -> go.Figure:
     labelled with its k); where the row was measured in the confirmation or its head-to-head, the baseline
     and the static k measured there beside it, dotted (the sweep's curves may come from another day or
     machine); below, the
-    schedule's k as a step line over the batch size, as vLLM looks it up."""
+    schedule's k as a step line over the batch size, as vLLM looks it up, labelled at each measured
+    concurrency (there, not on the stars, where they collided with the dotted lines at 1440 px)."""
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.74, 0.26], vertical_spacing=0.05)
     concurrencies = [r.concurrency for r in result.rows]
     ks = sorted({m.num_speculative_tokens for m in pred.measured})
@@ -195,7 +196,6 @@ def schedule_chart(result: Tuned, pred: Prediction, caption: str) -> go.Figure:
     else:
         xs, ys = concurrencies, [r.confirmed.output_tokens_per_s for r in result.rows]
         name = f"confirmed k per concurrency, measured in the {result.confirmed_by}"
-    label_below = [False] * len(xs)  # a k label goes under its star where the baseline measured beside it runs above
     beside = result.static_beside.get(0, {})
     if result.schedule_measured_in in ("confirmation", "head-to-head"):
         for k, by_c in sorted(result.static_beside.items()):
@@ -210,7 +210,6 @@ def schedule_chart(result: Tuned, pred: Prediction, caption: str) -> go.Figure:
                 ), row=1, col=1)
     if result.schedule_measured_in in ("confirmation", "head-to-head") and all(c in beside for c in xs):
         base = [beside[c].output_tokens_per_s for c in xs]
-        label_below = [b > y for b, y in zip(base, ys)]
         fig.add_trace(go.Scatter(
             x=xs, y=base, mode="lines+markers",
             name=f"no drafting, measured in the {result.schedule_measured_in}", meta=dict(role="confirmation_baseline"),
@@ -220,11 +219,10 @@ def schedule_chart(result: Tuned, pred: Prediction, caption: str) -> go.Figure:
         ), row=1, col=1)
     schedule_k = {r.concurrency: result.schedule.k_at(r.concurrency) if result.schedule else 0 for r in result.rows}
     fig.add_trace(go.Scatter(
-        x=xs, y=ys, mode="lines+markers+text", name=name, meta=dict(role="schedule"),
+        x=xs, y=ys, mode="lines+markers", name=name, meta=dict(role="schedule"),
         line=dict(color="#111111", width=3.5), marker=dict(symbol="star", size=15, color="#111111"),
-        text=[f"k={schedule_k[c]}" for c in xs], textfont=dict(size=13),
-        textposition=["bottom center" if below else "top center" for below in label_below],
-        hovertemplate="schedule at concurrency %{x} (%{text}): %{y:.1f} output tokens/s<extra></extra>",
+        customdata=[schedule_k[c] for c in xs],
+        hovertemplate="schedule at concurrency %{x} (k=%{customdata}): %{y:.1f} output tokens/s<extra></extra>",
     ), row=1, col=1)
     if concurrencies:
         batches = list(range(1, max(concurrencies) + 1))
@@ -233,13 +231,19 @@ def schedule_chart(result: Tuned, pred: Prediction, caption: str) -> go.Figure:
             line=dict(color="#111111", width=2.5, shape="hv"), name="k by batch size (the picks)", showlegend=False,
             meta=dict(role="schedule_k"), hovertemplate="batch %{x}: k=%{y}<extra></extra>",
         ), row=2, col=1)
+        fig.add_trace(go.Scatter(
+            x=xs, y=[schedule_k[c] for c in xs], mode="markers+text", text=[f"k={schedule_k[c]}" for c in xs],
+            textposition="top center", textfont=dict(size=13), marker=dict(symbol="star", size=10, color="#111111"),
+            showlegend=False, meta=dict(role="schedule_k_label"), hoverinfo="skip",
+        ), row=2, col=1)
     fig = figure_layout(fig, f"Static k against the picks' schedule: {pred.drafter}", caption, caption_width=115,
                         height=560)
     axis = _log_concurrency(concurrencies)
     fig.update_xaxes(**axis, row=1, col=1)
     fig.update_xaxes(**axis, title_text="concurrency (requests in flight) · batch size", row=2, col=1)
     fig.update_yaxes(title_text="output tokens/s", rangemode="tozero", row=1, col=1)
-    fig.update_yaxes(title_text="k", rangemode="tozero", dtick=1, row=2, col=1)
+    k_top = max(schedule_k.values(), default=0)
+    fig.update_yaxes(title_text="k", range=[-0.4, k_top + 1.2], dtick=1, row=2, col=1)  # headroom for the labels
     return fig
 
 

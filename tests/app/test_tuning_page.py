@@ -61,6 +61,8 @@ def test_the_tuning_page_exports_the_recommendation_not_the_slider():
     fig = chart_figure(at, "tune_chart_schedule")
     steps = next(t for t in fig["data"] if t["meta"]["role"] == "schedule_k")
     assert steps["y"] == [result.schedule.k_at(b) if result.schedule else 0 for b in range(1, len(steps["y"]) + 1)]
+    labels = next(t for t in fig["data"] if t["meta"]["role"] == "schedule_k_label")  # k named in the k panel
+    assert labels["text"] == [f"k={result.schedule.k_at(c) if result.schedule else 0}" for c in labels["x"]]
     statics = {t["meta"]["k"] for t in fig["data"] if t["meta"]["role"] == "static"}
     assert statics == {m.num_speculative_tokens for m in pred.measured}
 

@@ -324,6 +324,10 @@ def test_run_sweep_interleaves_repeats_and_resumes_them(tmp_path, monkeypatch):
     with pytest.raises(SweepError, match=r"recorded on cpu \(test cpu\), vLLM 0.32.0; this machine is cpu \(Intel Xeon\)"):
         sweep_mod.run_sweep(SweepGrid(**grid.model_dump() | {"repeats": 4}), tmp_path)
     assert len(starts) == 7
+    # ...but a finished sweep opened there measures nothing, so it mixes nothing (scripts/record_sweeps.py walks
+    # every sample sweep, each recorded on its own machine)
+    assert sweep_mod.run_sweep(SweepGrid(**grid.model_dump() | {"repeats": 3}), tmp_path) == sweep
+    assert len(starts) == 7
 
 
 def test_the_progress_line_names_k_once():

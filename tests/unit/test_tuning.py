@@ -202,13 +202,14 @@ def test_an_untraced_cell_is_cut_from_vllms_per_position_counters():
     # cut at k=1: 6 of 10 drafted steps accepted the first draft
     assert mean_acceptance_length(figures.accepted_histogram, 1) == pytest.approx(1.6)
     untraced = cell(2, 1, 2.0 / _pass_s(1, 2), steps(HIST_K2, engine_steps=0, step_time=None))
-    untraced = untraced.model_copy(update={"runs": [r.model_copy(update={"traced": False}) for r in untraced.runs]})
+    untraced = untraced.model_copy(update={"runs": [r.model_copy(update={"traced": False, "async_scheduling": True})
+                                                          for r in untraced.runs]})
     pred = predict(sweep_of(*_fit_sweep().cells[:2], untraced, _fit_sweep().cells[3]), "ngram lookup 2-4")
     assert not pred.refusals and pred.at(1, 1).output_tokens_per_s == pytest.approx(1.6 / 0.035)
     from specviz.sweep_view import table_at_k
 
     row = {r["concurrency"]: r for r in table_at_k(pred, 2)}[1]
-    assert row["measured tok/s"] == f"{2.0 / _pass_s(1, 2):.1f} · untraced" and row["gap"] != "not measured"
+    assert row["measured tok/s"] == f"{2.0 / _pass_s(1, 2):.1f} · untraced, async" and row["gap"] != "not measured"
 
 
 def _costed_sweep(histogram: list[int], per_drafted_s: float) -> Sweep:
