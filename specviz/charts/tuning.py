@@ -233,7 +233,9 @@ def schedule_chart(result: Tuned, pred: Prediction, caption: str) -> go.Figure:
         ), row=2, col=1)
         fig.add_trace(go.Scatter(
             x=xs, y=[schedule_k[c] for c in xs], mode="markers+text", text=[f"k={schedule_k[c]}" for c in xs],
-            textposition="top center", textfont=dict(size=13), marker=dict(symbol="star", size=10, color="#111111"),
+            # right of the point, clear of the step line's drop where a range starts at that concurrency
+            textposition=["top right"] * (len(xs) - 1) + ["top left"], textfont=dict(size=13, color="#111111"),
+            marker=dict(symbol="star", size=10, color="#111111"),
             showlegend=False, meta=dict(role="schedule_k_label"), hoverinfo="skip",
         ), row=2, col=1)
     fig = figure_layout(fig, f"Static k against the picks' schedule: {pred.drafter}", caption, caption_width=115,
