@@ -6,7 +6,11 @@ concurrency, and the sweep file rewritten after every run (see sweep.py for the 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+import socket
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 
 from .config import SpecConfig, check_server_args
@@ -14,6 +18,8 @@ from .prompts import load_prompts
 from .runfile import save_run
 from .sweep import Sweep, SweepCell, SweepError, SweepGrid, cell_run
 from .sweep_files import confirmation_folder, file_stem, head_to_head_folder, load_sweep, save_sweep
+
+LOCK_FILE = ".measuring.lock"  # in a sweep folder while a process measures into it (gitignored)
 
 
 def sweep_prompts(grid: SweepGrid) -> tuple[str, list[str]]:
@@ -46,6 +52,18 @@ def sweep_plan(grid: SweepGrid) -> list[tuple[int, str, SpecConfig | None]]:
     return [(r, label, spec) for r in range(grid.repeats) for label, spec in (configs[::-1] if r % 2 else configs)]
 
 
+def runs_left(sweep: Sweep, grid: SweepGrid) -> list[tuple[int, str, SpecConfig | None, list[int]]]:
+    """(repeat, label, spec, concurrencies not yet measured) per engine start still needed, in sweep_plan's
+    order; an engine start whose concurrencies are all measured is left out."""
+    left = []
+    for repeat, label, spec in sweep_plan(grid):
+        k = spec.num_speculative_tokens if spec else 0
+        todo = [c for c in grid.concurrencies_for(spec) if not sweep.has_run((label, k, c), repeat)]
+        if todo:
+            left.append((repeat, label, spec, todo))
+    return left
+
+
 def this_machine() -> tuple[str, str, str]:
     """(platform, device name, vLLM version) of this machine, as its runs will record them."""
     from .serving.server import local_device, vllm_version
@@ -62,6 +80,36 @@ def check_same_machine(sweep: Sweep, machine: tuple[str, str, str], out_dir: Pat
         raise SweepError(f"{out_dir} was recorded on {theirs}; this machine is {machine[0]} ({machine[1]}), vLLM "
                          f"{machine[2]}. Resuming would mix machines in one sweep: use a new --out folder (for "
                          "`specviz tune`, move the drafter's confirm/ folder aside) and measure it all here.")
+
+
+@contextmanager
+def measuring_lock(out_dir: Path) -> Iterator[None]:
+    """Hold `<out_dir>/.measuring.lock` while measuring into out_dir; raises SweepError if another process holds it.
+
+    Two processes measuring into one folder would each rewrite sweep.json without the other's runs, and
+    time-share the machine, so both would measure less than it serves. The lock is an flock: the kernel
+    drops it when its process ends, however it ends, so a killed sweep leaves no stale lock behind.
+    """
+    import fcntl  # POSIX only, as vLLM's serving is
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(out_dir / LOCK_FILE, "a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "another process"
+            raise SweepError(f"{out_dir} is being measured by {holder}: wait for it to finish (resuming then "
+                             "measures only what is left), or use another --out folder.") from None
+        lock.truncate(0)
+        lock.write(f"specviz pid {os.getpid()} on {socket.gethostname()}, since "
+                   f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC\n")
+        lock.flush()
+        try:
+            yield
+        finally:
+            lock.truncate(0)
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def server_args(grid: SweepGrid, spec: SpecConfig | None) -> list[str]:
@@ -88,14 +136,23 @@ def run_sweep(
     """Measure every run of the grid not yet in `<out_dir>/sweep.json`, in sweep_plan's order; return the sweep.
 
     `on_cell(cell, sweep)` follows every run with its cell (all of that cell's runs so far).
-    Raises SweepError if out_dir holds a sweep of another grid or of another machine, or when a server dies (the
-    finished cells stay saved, and the dead cell's partial run is kept as `*.incomplete.json.gz`).
+    Raises SweepError if out_dir holds a sweep of another grid or of another machine, or is being measured
+    by another process, or when a server dies (the finished cells stay saved, and the dead cell's partial
+    run is kept as `*.incomplete.json.gz`).
     """
-    from .serving.local import LocalServer
-    from .serving.recording import load_tokenizer, record, warmup_prompts
-
     check_grid(grid)
     out_dir = Path(out_dir)
+    sweep = _open_sweep(grid, out_dir)
+    if not runs_left(sweep, grid):  # a finished sweep opened elsewhere measures nothing, so mixes nothing
+        return sweep
+    check_same_machine(sweep, this_machine(), out_dir)
+    with measuring_lock(out_dir):
+        sweep = _open_sweep(grid, out_dir)  # again, under the lock: another process may have added runs meanwhile
+        return _measure(grid, out_dir, sweep, on_cell=on_cell, on_engine=on_engine, start_progress=start_progress)
+
+
+def _open_sweep(grid: SweepGrid, out_dir: Path) -> Sweep:
+    """The sweep in <out_dir>/sweep.json with this grid (or a new one); raises SweepError for another grid."""
     path = out_dir / "sweep.json"
     sweep = load_sweep(path) if path.exists() else Sweep(grid=grid)
     may_change = {"repeats": grid.repeats, "schedules": grid.schedules, "cells_at_k": grid.cells_at_k}
@@ -104,16 +161,18 @@ def run_sweep(
         raise SweepError(f"{out_dir} holds a sweep of another grid; use a new --out folder, or the same "
                          f"arguments as before to resume it (--repeats may grow, schedules may be added). Its grid: "
                          f"{sweep.grid.model_dump_json()}")
-    sweep = sweep.model_copy(update={"grid": grid})
-    pending = [(repeat, label, spec, todo) for repeat, label, spec in sweep_plan(grid)
-               if (todo := [c for c in grid.concurrencies_for(spec)
-                            if not sweep.has_run((label, spec.num_speculative_tokens if spec else 0, c), repeat)])]
-    if not pending:  # a finished sweep opened elsewhere measures nothing, so mixes nothing
-        return sweep
-    check_same_machine(sweep, this_machine(), out_dir)
+    return sweep.model_copy(update={"grid": grid})
+
+
+def _measure(grid: SweepGrid, out_dir: Path, sweep: Sweep, *, on_cell, on_engine, start_progress) -> Sweep:
+    """run_sweep's measuring loop: every run left, saved as it finishes."""
+    from .serving.local import LocalServer
+    from .serving.recording import load_tokenizer, record, warmup_prompts
+
+    path = out_dir / "sweep.json"
     prompt_set, prompts = sweep_prompts(grid)
     tokenizer = load_tokenizer(grid.target_model)
-    for repeat, label, spec, todo in pending:
+    for repeat, label, spec, todo in runs_left(sweep, grid):
         k = spec.num_speculative_tokens if spec else 0
         if on_engine:
             on_engine(label, spec)

@@ -22,6 +22,47 @@ def _gap_text(err: float | None) -> str:
     return "" if err is None else f"{err:+.0%}"
 
 
+def _gap_position(err: float | None) -> str:
+    """Where a measured marker's gap label goes: away from its prediction, which (with the recommended
+    k's star) lies above the marker when the prediction was high (err > 0) and below it when low."""
+    return "bottom right" if err is not None and err > 0 else "top right"
+
+
+def _acceptance_groups(pred: Prediction) -> list[list[int]]:
+    """The concurrencies grouped by their acceptance curve: those whose predicted and measured mean
+    acceptance lengths agree (to 0.005) at every k share one group, drawn once.
+
+    Acceptance need not depend on the batch: the float32 chat sweep measured AL 1.46 at k=1 at every
+    concurrency, so five coincident lines and five stacked gap labels would hide each other; drawn
+    once, as "concurrency 1, 2, 4, 8, 16", they read.
+    """
+    def curve(c: int) -> tuple:
+        rows = [(r.num_speculative_tokens, r.mean_acceptance_length) for r in pred.rows
+                if r.concurrency == c and r.num_speculative_tokens > 0]
+        cells = [(m.num_speculative_tokens, m.mean_acceptance_length, m.used_for_prediction) for m in pred.measured
+                 if m.concurrency == c and m.mean_acceptance_length is not None]
+        return tuple(rows), tuple(cells)
+
+    groups: list[list[int]] = []
+    for c in pred.concurrencies:
+        for group in groups:
+            if _same_curve(curve(group[0]), curve(c)):
+                group.append(c)
+                break
+        else:
+            groups.append([c])
+    return groups
+
+
+def _same_curve(a: tuple, b: tuple, tolerance: float = 0.005) -> bool:
+    (rows_a, cells_a), (rows_b, cells_b) = a, b
+    if [k for k, _ in rows_a] != [k for k, _ in rows_b] or [(k, u) for k, _, u in cells_a] != [(k, u) for k, _, u in cells_b]:
+        return False
+    values_a = [v for _, v in rows_a] + [v for _, v, _ in cells_a]
+    values_b = [v for _, v in rows_b] + [v for _, v, _ in cells_b]
+    return all(abs(x - y) <= tolerance for x, y in zip(values_a, values_b))
+
+
 def _tuning_layout(fig: go.Figure, title: str, caption: str, **layout) -> go.Figure:
     """The sweep figures' layout for a half-width chart; the legend has one entry per concurrency (its
     predicted line and measured markers toggle together) and one for what the markers mean."""
@@ -30,7 +71,7 @@ def _tuning_layout(fig: go.Figure, title: str, caption: str, **layout) -> go.Fig
         if m.get("concurrency") is not None and m.get("role") in ("predicted", "measured", "gap"):
             t.legendgroup = f"concurrency {m['concurrency']}"
             if m.get("role") == "predicted":
-                t.name, t.legendrank = f"concurrency {m['concurrency']}", 100 + int(m["concurrency"])
+                t.name, t.legendrank = m.get("label", f"concurrency {m['concurrency']}"), 100 + int(m["concurrency"])
             elif m.get("role") == "measured":
                 t.showlegend = False
         else:
@@ -77,7 +118,7 @@ def tuning_throughput(pred: Prediction, caption: str, k: int | None = None) -> g
                 if any(u or d for u, d in spread) else None,
                 mode="markers+text", text=[_gap_text(m.relative_error) if not m.used_for_prediction else ""
                                            for m in measured],
-                textposition="middle right", textfont=dict(color=color),
+                textposition=[_gap_position(m.relative_error) for m in measured], textfont=dict(color=color),
                 marker=dict(color=color, size=10, line=dict(color=color, width=2),
                             symbol=["diamond-open" if m.used_for_prediction else "circle" for m in measured]),
                 name=f"concurrency {c}: measured (◇ acceptance cut from it)",
@@ -120,38 +161,41 @@ def tuning_throughput(pred: Prediction, caption: str, k: int | None = None) -> g
 def tuning_acceptance(pred: Prediction, caption: str, k: int | None = None) -> go.Figure:
     """Predicted mean acceptance length vs k per concurrency (the recorded histogram cut at k), Leviathan's
     closed form (1 - a^(k+1)) / (1 - a) with a fitted at the recorded k as a dotted comparison, and the
-    measured cells as markers."""
+    measured cells as markers. Concurrencies with the same curve are drawn once (_acceptance_groups)."""
     fig = go.Figure()
-    for i, c in enumerate(pred.concurrencies):
-        color = _tuning_color(i)
+    for i, group in enumerate(_acceptance_groups(pred)):
+        c = group[0]
+        color = _tuning_color(pred.concurrencies.index(c)) if len(group) == 1 else "#444444"
+        label = f"concurrency {', '.join(str(g) for g in group)}"
         rows = [r for r in pred.rows if r.concurrency == c and r.num_speculative_tokens > 0]
         if rows:
             fig.add_trace(go.Scatter(
                 x=[r.num_speculative_tokens for r in rows], y=[r.mean_acceptance_length for r in rows],
-                mode="lines", line=dict(color=color, width=2), name=f"concurrency {c}: predicted (cut at k)",
-                meta=dict(role="predicted", concurrency=c),
-                hovertemplate=f"concurrency {c}, k=%{{x}}: %{{y:.2f}} predicted<extra></extra>",
+                mode="lines", line=dict(color=color, width=2), name=f"{label}: predicted (cut at k)",
+                meta=dict(role="predicted", concurrency=c, concurrencies=group, label=label),
+                hovertemplate=f"{label}, k=%{{x}}: %{{y:.2f}} predicted<extra></extra>",
             ))
             fig.add_trace(go.Scatter(
                 x=[r.num_speculative_tokens for r in rows], y=[r.leviathan_mean_acceptance_length for r in rows],
                 mode="lines", line=dict(color=color, dash="dot", width=1),
                 name="Leviathan et al. closed form, one fitted rate (dotted)", showlegend=i == 0,
-                meta=dict(role="leviathan", concurrency=c),
-                hovertemplate=f"Leviathan et al. 2023, concurrency {c}, k=%{{x}}: %{{y:.2f}}<extra></extra>",
+                meta=dict(role="leviathan", concurrency=c, concurrencies=group),
+                hovertemplate=f"Leviathan et al. 2023, {label}, k=%{{x}}: %{{y:.2f}}<extra></extra>",
             ))
         measured = [m for m in pred.measured if m.concurrency == c and m.mean_acceptance_length is not None]
         if measured:
             predicted = {r.num_speculative_tokens: r.mean_acceptance_length for r in rows}
+            gaps = [predicted[m.num_speculative_tokens] / m.mean_acceptance_length - 1
+                    if m.num_speculative_tokens in predicted and not m.used_for_prediction else None
+                    for m in measured]
             fig.add_trace(go.Scatter(
                 x=[m.num_speculative_tokens for m in measured], y=[m.mean_acceptance_length for m in measured],
-                mode="markers+text", textposition="middle right", textfont=dict(color=color),
-                text=[_gap_text(predicted[m.num_speculative_tokens] / m.mean_acceptance_length - 1)
-                      if m.num_speculative_tokens in predicted and not m.used_for_prediction else ""
-                      for m in measured],
+                mode="markers+text", textposition=[_gap_position(g) for g in gaps], textfont=dict(color=color),
+                text=[_gap_text(g) for g in gaps],
                 marker=dict(color=color, size=10, line=dict(color=color, width=2),
                             symbol=["diamond-open" if m.used_for_prediction else "circle" for m in measured]),
-                name=f"concurrency {c}: measured", meta=dict(role="measured", concurrency=c),
-                hovertemplate=f"concurrency {c}, k=%{{x}}: %{{y:.2f}} measured (%{{text}})<extra></extra>",
+                name=f"{label}: measured", meta=dict(role="measured", concurrency=c, concurrencies=group),
+                hovertemplate=f"{label}, k=%{{x}}: %{{y:.2f}} measured (%{{text}})<extra></extra>",
             ))
     ks = sorted({r.num_speculative_tokens for r in pred.rows if r.num_speculative_tokens}
                 | {m.num_speculative_tokens for m in pred.measured if m.num_speculative_tokens})

@@ -329,6 +329,14 @@ def test_run_sweep_interleaves_repeats_and_resumes_them(tmp_path, monkeypatch):
     assert sweep_mod.run_sweep(SweepGrid(**grid.model_dump() | {"repeats": 3}), tmp_path) == sweep
     assert len(starts) == 7
 
+    # a folder another process is measuring into is refused, naming who; free again once it is done
+    monkeypatch.setattr(sweep_mod, "this_machine", lambda: ("cpu", "test cpu", "0.32.0"))
+    more = SweepGrid(**grid.model_dump() | {"repeats": 4})
+    with sweep_mod.measuring_lock(tmp_path), pytest.raises(SweepError, match=r"being measured by specviz pid \d+ on"):
+        sweep_mod.run_sweep(more, tmp_path)
+    assert len(starts) == 7
+    assert sweep_mod.run_sweep(more, tmp_path).complete and len(starts) == 9
+
 
 def test_the_progress_line_names_k_once():
     from specviz.sweep_table import sweep_summary_line
