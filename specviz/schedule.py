@@ -333,6 +333,8 @@ def schedule_verdict(result: Tuned) -> list[str]:
     measured 227.1 (215.9-238.4) against no speculative config at 240.7 (238.7-243.3): short, as at c=4
     and 8; EAGLE-3's k=0 range still runs the drafter (docs/schedule-cost.md). Summed over c=1..16:
     schedule 646.2, no drafting 639.7, static k=1 576.9, k=3 486.2: at or above every single static config.
+    Where a drafting range is short of no drafting and the idle row measured no better than its k (chat in
+    float32, EAGLE-3, c=16: k=0 loaded 99.4 against k=1's 101.6), a sentence says k=0 would not close it.
     """
     rows = [r for r in result.rows if r.schedule]
     if not rows or result.schedule is None or not result.schedule.schedule:
@@ -352,6 +354,13 @@ def schedule_verdict(result: Tuned) -> list[str]:
     if any(result.schedule.k_at(r.concurrency) == 0 for r in short):
         out.append("Where its k is 0 the schedule drafts nothing but still serves with the speculative config, and "
                    "that cost this much here (docs/schedule-cost.md measures it by itself).")
+    if idle_no_better := [r for r in short if result.schedule.k_at(r.concurrency) and best[r.concurrency].k == 0
+                          and r.idle is not None and r.idle.output_tokens_per_s <= r.confirmed.output_tokens_per_s]:
+        out.append("A k=0 range would not close that gap: in the confirmation the drafter loaded at k=0 measured "
+                   + "; ".join(f"{r.idle.short()} at concurrency {r.concurrency} against k={r.confirmed_k}'s "
+                               f"{r.confirmed.short()}" for r in idle_no_better)
+                   + ". Only no speculative config serves faster there, and one server cannot drop it for some "
+                     "batch sizes and keep it for others (docs/schedule-cost.md).")
     concurrencies = [r.concurrency for r in rows]
     whole = {k: summed([by_c[c] for c in concurrencies], k) for k, by_c in result.static_beside.items()
              if all(c in by_c for c in concurrencies)}

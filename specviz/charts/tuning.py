@@ -18,8 +18,11 @@ def _tuning_color(i: int) -> str:
     return palette[i % len(palette)]
 
 
-def _gap_text(err: float | None) -> str:
-    return "" if err is None else f"{err:+.0%}"
+def gap_text(err: float | None) -> str:
+    """A relative gap as a label: 0.043 -> '+4%', -0.003 -> '±0%' (not '-0%'), None -> ''."""
+    if err is None:
+        return ""
+    return "±0%" if abs(err) < 0.005 else f"{err:+.0%}"
 
 
 def _gap_position(err: float | None) -> str:
@@ -116,7 +119,7 @@ def tuning_throughput(pred: Prediction, caption: str, k: int | None = None) -> g
                 error_y=dict(type="data", symmetric=False, array=[u for u, _ in spread],
                              arrayminus=[d for _, d in spread], thickness=1.5, width=4)
                 if any(u or d for u, d in spread) else None,
-                mode="markers+text", text=[_gap_text(m.relative_error) if not m.used_for_prediction else ""
+                mode="markers+text", text=[gap_text(m.relative_error) if not m.used_for_prediction else ""
                                            for m in measured],
                 textposition=[_gap_position(m.relative_error) for m in measured], textfont=dict(color=color),
                 marker=dict(color=color, size=10, line=dict(color=color, width=2),
@@ -191,7 +194,7 @@ def tuning_acceptance(pred: Prediction, caption: str, k: int | None = None) -> g
             fig.add_trace(go.Scatter(
                 x=[m.num_speculative_tokens for m in measured], y=[m.mean_acceptance_length for m in measured],
                 mode="markers+text", textposition=[_gap_position(g) for g in gaps], textfont=dict(color=color),
-                text=[_gap_text(g) for g in gaps],
+                text=[gap_text(g) for g in gaps],
                 marker=dict(color=color, size=10, line=dict(color=color, width=2),
                             symbol=["diamond-open" if m.used_for_prediction else "circle" for m in measured]),
                 name=f"{label}: measured", meta=dict(role="measured", concurrency=c, concurrencies=group),

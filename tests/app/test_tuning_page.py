@@ -4,6 +4,7 @@ import pytest
 from page_helpers import chart_figure, open_page, sample_sweep
 
 from specviz import prediction, schedule, sweep_files
+from specviz.charts.tuning import gap_text
 from specviz.serve_command import serve_command_text
 from specviz.sweep import BASELINE
 from specviz.sweep_files import load_confirmation, load_sweep
@@ -117,7 +118,8 @@ def test_tuning_chart_measured_markers_are_the_sweep_table():
     pred = prediction.predict(sweep, drafter)
     checked = [m for m in pred.measured if not m.used_for_prediction and m.relative_error is not None]
     labels = [t for tr in measured for t in tr["text"] if t]
-    assert labels == [f"{m.relative_error:+.0%}" for m in checked]
+    assert labels == [gap_text(m.relative_error) for m in checked]
+    assert gap_text(-0.003) == "±0%" and gap_text(0.043) == "+4%" and gap_text(-0.1) == "-10%"
     al = chart_figure(at, "tune_chart_al")
     roles = {t["meta"]["role"] for t in al["data"]}
     assert {"predicted", "leviathan", "measured"} <= roles
@@ -171,6 +173,19 @@ def test_the_tuning_page_says_where_the_measured_schedule_falls_short():
     # better than no drafting at c=1 and 2 and summed (639.7 under its maxes summed): the schedule stays
     assert not [i for i in at.info if "So the export is" in i.value]
     assert [c.value for c in at.code][0].count("num_speculative_tokens_per_batch_size") == 1
+
+    # the float32 chat sweep's EAGLE-3 tune picked k=1 where no drafting was best: its idle row was slower still
+    at.selectbox(key="tune_sweep").set_value("smollm2-chat-f32").run()
+    at.selectbox(key="tune_drafter:smollm2-chat-f32").set_value("eagle3 smollm2-135m-eagle3").run()
+    assert not at.exception, at.exception
+    [warning] = [w.value for w in at.warning if "schedule measured as a row" in w.value]
+    assert "16: the schedule (k=1) 102.8 (97.2-103.4) against no drafting 109.6 (108.4-111.0)" in warning
+    assert ("A k=0 range would not close that gap: in the confirmation the drafter loaded at k=0 measured 69.2 "
+            "(67.4-69.2) at concurrency 8 against k=1's 74.3 (73.1-74.5); 99.4 (98.3-102.4) at concurrency 16") in warning
+    assert "schedule 274.8, no drafting 269.3, static k=1 269.6, static k=3 234.8" in warning
+    assert "at or above every single static config" in warning
+    assert '"num_speculative_tokens_per_batch_size": [[1, 1, 3], [2, 16, 1]]' in [c.value for c in at.code][0]
+    at.selectbox(key="tune_sweep").set_value("smollm2-chat").run()
 
     # the chat sweep's ngram confirmation: its schedule was nowhere better than no drafting, which is exported
     at.selectbox(key="tune_drafter:smollm2-chat").set_value("ngram lookup 2-4").run()
