@@ -25,10 +25,27 @@ def gap_text(err: float | None) -> str:
     return "±0%" if abs(err) < 0.005 else f"{err:+.0%}"
 
 
-def _gap_position(err: float | None) -> str:
+def _gap_position(err: float | None, side: str = "right") -> str:
     """Where a measured marker's gap label goes: away from its prediction, which (with the recommended
     k's star) lies above the marker when the prediction was high (err > 0) and below it when low."""
-    return "bottom right" if err is not None and err > 0 else "top right"
+    return ("bottom " if err is not None and err > 0 else "top ") + side
+
+
+def _label_sides(points: list[tuple[int, int, float]], y_max: float) -> dict[tuple[int, int], str]:
+    """Left or right of its marker per labelled point (concurrency, k, y): at one k, a label whose marker
+    sits within 10% of the axis height of the one below it goes to the other side.
+
+    Where the concurrencies' curves meet (bfloat16 chat, k=3: c=4 at 84.5, c=8 at 102.3 on a 0-230 axis)
+    two labels on one side would print over each other.
+    """
+    sides: dict[tuple[int, int], str] = {}
+    for k in {k for _, k, _ in points}:
+        below = None
+        for c, _, y in sorted((p for p in points if p[1] == k), key=lambda p: p[2]):
+            near = below is not None and y - below[1] < 0.1 * y_max
+            sides[(c, k)] = ("left" if sides[(below[0], k)] == "right" else "right") if near else "right"
+            below = (c, y)
+    return sides
 
 
 def _acceptance_groups(pred: Prediction) -> list[list[int]]:
@@ -97,6 +114,9 @@ def tuning_throughput(pred: Prediction, caption: str, k: int | None = None) -> g
     """
     fig = go.Figure()
     recommended = {r.concurrency: r for r in pred.recommend()}
+    labelled = [m for m in pred.measured if not m.used_for_prediction and m.relative_error is not None]
+    y_max = max([r.output_tokens_per_s for r in pred.rows] + [m.output_tokens_per_s_max for m in pred.measured], default=1)
+    sides = _label_sides([(m.concurrency, m.num_speculative_tokens, m.output_tokens_per_s) for m in labelled], y_max)
     for i, c in enumerate(pred.concurrencies):
         color = _tuning_color(i)
         rows = [r for r in pred.rows if r.concurrency == c]
@@ -121,7 +141,8 @@ def tuning_throughput(pred: Prediction, caption: str, k: int | None = None) -> g
                 if any(u or d for u, d in spread) else None,
                 mode="markers+text", text=[gap_text(m.relative_error) if not m.used_for_prediction else ""
                                            for m in measured],
-                textposition=[_gap_position(m.relative_error) for m in measured], textfont=dict(color=color),
+                textposition=[_gap_position(m.relative_error, sides.get((c, m.num_speculative_tokens), "right"))
+                              for m in measured], textfont=dict(color=color),
                 marker=dict(color=color, size=10, line=dict(color=color, width=2),
                             symbol=["diamond-open" if m.used_for_prediction else "circle" for m in measured]),
                 name=f"concurrency {c}: measured (◇ acceptance cut from it)",
