@@ -298,3 +298,26 @@ def test_point_labels_never_print_over_each_other():
     assert "texttemplate" not in a  # nothing of a's is hidden
     assert b["texttemplate"] == ["", "%{text}"]  # b's label at x=1 would cover a's; its hover keeps it
     assert b["text"] == ["-1%", "+9%"]
+
+
+def test_tuning_gap_labels_part_where_curves_meet_and_one_acceptance_curve_is_drawn_once():
+    from specviz.charts import tuning as tuning_charts
+    from specviz.prediction import predict
+    from specviz.sweep_files import SWEEPS_DIR, load_sweep
+
+    # bfloat16 chat, EAGLE-3 at k=3: c=4 at 84.5 and c=8 at 102.3 on a 0-230 axis, closer than 10% of it
+    sides = tuning_charts._label_sides([(1, 3, 35.0), (2, 3, 56.0), (4, 3, 84.5), (8, 3, 102.3), (16, 3, 123.0)], 230)
+    assert sides == {(1, 3): "right", (2, 3): "left", (4, 3): "right", (8, 3): "left", (16, 3): "right"}
+    assert tuning_charts._label_sides([(1, 0, 13.0), (2, 0, 60.0)], 120) == {(1, 0): "right", (2, 0): "right"}
+    assert tuning_charts._gap_position(0.04, "left") == "bottom left"  # predicted above: label below
+    assert tuning_charts._gap_position(-0.07) == "top right"
+
+    # float32 chat: one acceptance curve at every concurrency, drawn once; bfloat16 ngram: five of them
+    f32 = predict(load_sweep(SWEEPS_DIR / "smollm2-chat-f32" / "sweep.json"), "ngram lookup 2-4")
+    bf16 = predict(load_sweep(SWEEPS_DIR / "smollm2-chat" / "sweep.json"), "ngram lookup 2-4")
+    assert tuning_charts._acceptance_groups(f32) == [[1, 2, 4, 8, 16]]
+    assert tuning_charts._acceptance_groups(bf16) == [[1], [2], [4], [8], [16]]
+    fig = tuning_charts.tuning_acceptance(f32, "caption")
+    assert [t.name for t in fig.data if (t.meta or {}).get("role") == "predicted"] == ["concurrency 1, 2, 4, 8, 16"]
+    assert len([t for t in tuning_charts.tuning_acceptance(bf16, "caption").data
+                if (t.meta or {}).get("role") == "predicted"]) == 5
