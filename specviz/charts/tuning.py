@@ -40,11 +40,11 @@ def _label_sides(points: list[tuple[int, int, float]], y_max: float) -> dict[tup
     """
     sides: dict[tuple[int, int], str] = {}
     for k in {k for _, k, _ in points}:
-        below = None
+        below, side = None, "right"
         for c, _, y in sorted((p for p in points if p[1] == k), key=lambda p: p[2]):
-            near = below is not None and y - below[1] < 0.1 * y_max
-            sides[(c, k)] = ("left" if sides[(below[0], k)] == "right" else "right") if near else "right"
-            below = (c, y)
+            near = below is not None and y - below < 0.1 * y_max
+            side = ("left" if side == "right" else "right") if near else "right"
+            sides[(c, k)], below = side, y
     return sides
 
 
@@ -56,31 +56,24 @@ def _acceptance_groups(pred: Prediction) -> list[list[int]]:
     concurrency, so five coincident lines and five stacked gap labels would hide each other; drawn
     once, as "concurrency 1, 2, 4, 8, 16", they read.
     """
-    def curve(c: int) -> tuple:
-        rows = [(r.num_speculative_tokens, r.mean_acceptance_length) for r in pred.rows
-                if r.concurrency == c and r.num_speculative_tokens > 0]
-        cells = [(m.num_speculative_tokens, m.mean_acceptance_length, m.used_for_prediction) for m in pred.measured
-                 if m.concurrency == c and m.mean_acceptance_length is not None]
-        return tuple(rows), tuple(cells)
+    def curve(c: int) -> list[tuple[int, bool | None, float]]:
+        """(k, cut from this cell? (None: a prediction), mean acceptance length): predictions, then cells."""
+        return ([(r.num_speculative_tokens, None, r.mean_acceptance_length) for r in pred.rows
+                 if r.concurrency == c and r.num_speculative_tokens > 0]
+                + [(m.num_speculative_tokens, m.used_for_prediction, m.mean_acceptance_length) for m in pred.measured
+                   if m.concurrency == c and m.mean_acceptance_length is not None])
+
+    def same(a: list, b: list) -> bool:
+        return [x[:2] for x in a] == [y[:2] for y in b] and all(abs(x[2] - y[2]) <= 0.005 for x, y in zip(a, b))
 
     groups: list[list[int]] = []
     for c in pred.concurrencies:
-        for group in groups:
-            if _same_curve(curve(group[0]), curve(c)):
-                group.append(c)
-                break
+        match = next((g for g in groups if same(curve(g[0]), curve(c))), None)
+        if match:
+            match.append(c)
         else:
             groups.append([c])
     return groups
-
-
-def _same_curve(a: tuple, b: tuple, tolerance: float = 0.005) -> bool:
-    (rows_a, cells_a), (rows_b, cells_b) = a, b
-    if [k for k, _ in rows_a] != [k for k, _ in rows_b] or [(k, u) for k, _, u in cells_a] != [(k, u) for k, _, u in cells_b]:
-        return False
-    values_a = [v for _, v in rows_a] + [v for _, v, _ in cells_a]
-    values_b = [v for _, v in rows_b] + [v for _, v, _ in cells_b]
-    return all(abs(x - y) <= tolerance for x, y in zip(values_a, values_b))
 
 
 def _tuning_layout(fig: go.Figure, title: str, caption: str, **layout) -> go.Figure:
