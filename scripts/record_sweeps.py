@@ -31,8 +31,8 @@ SWEEPS = {
                          dtype="bfloat16", tune=["ngram lookup 2-4", "eagle3 smollm2-135m-eagle3"],
                          schedule_row=False),
     # chat in float32 at k = 1..5: ngram and the EAGLE-3 head (the tuned drafters; the draft model stays in the
-    # bfloat16 sweep), about 111 minutes on a 2-core Intel Xeon; the EAGLE-3 tune about 81 more. ngram is not
-    # tuned yet (listed, `tune` measures it when this script runs); then it replaces smollm2-chat.
+    # bfloat16 sweep, which stays for it), about 111 minutes on a 2-core Intel Xeon; the EAGLE-3 tune about 81
+    # more, the ngram tune about 73.
     "smollm2-chat-f32": dict(prompts="builtin:chat", drafters=[NGRAM_2_4, EAGLE3], k="1,2,3,4,5", repeats=3,
                              dtype=None, tune=["eagle3 smollm2-135m-eagle3", "ngram lookup 2-4"], schedule_row=False),
     # code: about 40 minutes for the grid in float32 (the demo model's default), then the tune.
