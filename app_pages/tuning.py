@@ -95,10 +95,10 @@ else:
                    f"curves.")
     if verdict := schedule_verdict(result):
         (st.warning if short_of_best(result) else st.success)("**The schedule measured as a row.** " + " ".join(verdict))
-    st.markdown(f"**Export:** {describe_spec(result.exported)}. Batch sizes between two measured concurrencies "
-                "take the k of the next one up; vLLM keeps the last k for every larger batch. One k everywhere is "
-                "exported as a static config and k = 0 everywhere as none: a k = 0 range is not free "
-                "(docs/schedule-cost.md).")
+    ranges = ("Batch sizes between two measured concurrencies take the k of the next one up; vLLM keeps the last k "
+              "for every larger batch. " if result.exported is not None and result.exported.schedule else "")
+    st.markdown(f"**Export:** {describe_spec(result.exported)}. {ranges}One k everywhere is exported as a static "
+                "config and k = 0 everywhere as none: a k = 0 range is not free (docs/schedule-cost.md).")
     if reason := export_reason(result):
         st.info(reason)
     st.code(serve_command_text(sweep.grid.target_model, result.exported, trace=False), language="bash", wrap_lines=True)

@@ -185,6 +185,8 @@ def test_the_tuning_page_says_where_the_measured_schedule_falls_short():
     assert "schedule 274.8, no drafting 269.3, static k=1 269.6, static k=3 234.8" in warning
     assert "at or above every single static config" in warning
     assert '"num_speculative_tokens_per_batch_size": [[1, 1, 3], [2, 16, 1]]' in [c.value for c in at.code][0]
+    [export] = [m.value for m in at.markdown if m.value.startswith("**Export:**")]
+    assert "take the k of the next one up" in export  # how the ranges read, said only for a schedule
 
     # its ngram tune: the picks' schedule drafts at 1-2 only and summed below no drafting, which is exported
     at.selectbox(key="tune_drafter:smollm2-chat-f32").set_value("ngram lookup 2-4").run()
@@ -193,6 +195,8 @@ def test_the_tuning_page_says_where_the_measured_schedule_falls_short():
     assert "schedule 259.5, no drafting 275.7, static k=3 253.6" in warning
     [reason] = [i.value for i in at.info if "So the export is" in i.value]
     assert "no drafting 275.7 (272.2-277.2) against the picks' schedule 259.5 (255.7-264.8)" in reason
+    [export] = [m.value for m in at.markdown if m.value.startswith("**Export:**")]
+    assert export.startswith("**Export:** no drafting. One k everywhere")
     assert [c.value for c in at.code][0].strip().endswith("SmolLM2-135M-Instruct")  # vllm serve, no speculative config
     at.selectbox(key="tune_sweep").set_value("smollm2-chat").run()
 
