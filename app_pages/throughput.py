@@ -84,6 +84,8 @@ for side in sides:
     st.caption(measured_as(side.full))
     if incomplete := side.incomplete():
         st.warning(incomplete)
+    if apart := side.measured_apart():
+        st.warning(apart)
     if side.cpu_only():
         st.info(f"'{side.name}' holds CPU figures (vLLM on CPU), not GPU figures: the ratios show the mechanics, "
                 "not what a GPU deployment will get.")

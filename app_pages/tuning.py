@@ -16,6 +16,7 @@ from specviz.serve_command import python_config, serve_command_text
 from specviz.sweep import SweepError
 from specviz.sweep_files import load_confirmation, load_head_to_heads
 from specviz.sweep_view import (
+    measured_apart_warning,
     recommendation_table,
     refusals_at_k,
     runs_per_cell,
@@ -53,6 +54,8 @@ with st.sidebar:
 pred = predict(sweep, drafter, recorded_k)
 caption = sweep_charts.sweep_caption(table, model=sweep.grid.target_model)
 st.caption(caption)
+if apart := measured_apart_warning(sweep, name):
+    st.warning(apart)
 for refusal in pred.refusals:
     st.warning(f"No prediction — {refusal}")
 try:
@@ -104,9 +107,10 @@ else:
     st.code(serve_command_text(sweep.grid.target_model, result.exported, trace=False), language="bash", wrap_lines=True)
     st.code(python_config(sweep.grid.target_model, result.exported), language="python")
     if result.exported is not None and result.exported.schedule and result.schedule_measured_in is None:
-        st.info("This schedule has not been measured yet. Measure it beside every static k by running the sweep's "
-                f"command again with `{schedule_option(result.exported)}`"
-                + ("" if confirmation is not None else f", or confirm the picks first with `{tune_cmd}`") + ".")
+        st.info(f"This schedule has not been measured yet. `{tune_cmd}` confirms the picks and measures it head to "
+                "head with the static configs, in the same rounds. Or run the sweep's command with "
+                f"`{schedule_option(result.exported)}` and a new `--out` folder: added to this sweep's folder, it "
+                "would be measured in rounds of its own, after the grid.")
 
 st.subheader("Explore k: the prediction at every k")
 st.markdown(

@@ -203,6 +203,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from .sweep import Sweep, SweepError, SweepGrid
     from .sweep_runner import check_grid, run_sweep
     from .sweep_table import outputs_vs_baseline, sweep_table
+    from .sweep_view import measured_apart_warning
 
     try:
         drafters = [json.loads(d) for d in args.drafter]
@@ -231,6 +232,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     table.to_csv(out / "sweep.csv", index=False)
     for (drafter, k, c), text in compared.items():
         print(f"outputs of {drafter} k={k} c={c} against the baseline: {text}", file=sys.stderr)
+    if apart := measured_apart_warning(sweep, str(out)):
+        print(f"warning: {apart}", file=sys.stderr)
     print(json.dumps({"out": str(out / "sweep.json"), "cells": len(sweep.cells), "complete": sweep.complete}))
     return 0
 
@@ -328,9 +331,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
     print(f"\nExported: {describe_spec(exported)}")
     print("\nServe it (vLLM):\n" + serve_command_text(sweep.grid.target_model, exported, trace=False))
     print("\nOr in Python:\n" + python_config(sweep.grid.target_model, exported))
-    if exported is not None and exported.schedule:
-        print(f"\nTo measure it beside every static k of the sweep, run the sweep's command again with "
-              f"--schedule {shlex.quote(json.dumps(exported.to_vllm()))}")
+    if exported is not None and exported.schedule and result.schedule_measured_in is None:
+        print(f"\nTo measure it beside every static k of the sweep, run the sweep's command with "
+              f"--schedule {shlex.quote(json.dumps(exported.to_vllm()))} and a new --out folder (added to this one "
+              "it would be measured in rounds of its own, after the grid)")
     print(json.dumps({"out": str(out / "sweep.json"), "speculative_config": exported.to_vllm() if exported else None}))
     return 0
 

@@ -351,6 +351,26 @@ class Sweep(_Frozen):
             cells[i] = cells[i].model_copy(update={"runs": [*cells[i].runs, run]})
         return self.model_copy(update={"cells": cells}), cells[i]
 
+    def rows_measured_apart(self) -> dict[tuple[str, int], tuple[str, str]]:
+        """The configurations whose first run came after another configuration's last: rows added to a
+        finished sweep (`specviz sweep ... --schedule` on its folder) were measured in rounds of their own,
+        so the drift between then and the grid's time is in no cell's spread. In interleaved rounds every
+        row's first run comes before every row's last; with one round nothing is interleaved, so nothing
+        is singled out.
+
+        {('ngram lookup 2-4 k by batch 1:5 2-16:4', 5): ('2026-12-06T18:00:40+00:00', '2026-12-06T18:09:12+00:00')}:
+        (drafter, k) -> the row's first and last run."""
+        times: dict[tuple[str, int], list[str]] = {}
+        for cell in self.cells:
+            times.setdefault((cell.drafter, cell.num_speculative_tokens), []).extend(r.created_at for r in cell.runs)
+        if self.grid.repeats < 2 or len(times) < 2:
+            return {}
+        apart = {}
+        for (drafter, k), mine in times.items():
+            if any(min(mine) > max(ts) for row, ts in times.items() if row != (drafter, k)):
+                apart[drafter, k] = (min(mine), max(mine))
+        return apart
+
 
 def request_acceptance(run: Run) -> list[tuple[int, int]] | None:
     """(num_drafts, num_accepted_tokens) per request: from the tracer's steps, else from vLLM's per-request

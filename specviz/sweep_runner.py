@@ -181,8 +181,10 @@ def _measure(grid: SweepGrid, out_dir: Path, sweep: Sweep, *, on_cell, on_engine
             ready_s = server.start(progress=start_progress)
             name = label if spec is None or spec.schedule else f"{label} k={k}"  # a schedule's label says its k
             for c in todo:
-                # Warm up at this batch size first: the first steps of a new shape are slow. Not with
-                # the cell's own prompts, which would then be measured with a free (cached) prefill.
+                # Warm up at this batch size first: the first steps of a new shape are slow. With prompts
+                # of no set, so the measured prompts reach vLLM's prefix cache only from measured runs:
+                # the engine's first concurrency prefills each distinct prompt once, the later ones find
+                # them cached, alike for every configuration (benchmarks/prefix_cache.py).
                 warm = record(server, warmup_prompts(c), prompt_set="warm-up", concurrency=c, max_tokens=8,
                               logprobs=grid.logprobs, tokenizer=tokenizer, warmup=False)
                 if not warm.meta.complete:

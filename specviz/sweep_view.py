@@ -73,6 +73,9 @@ class SweepSide:
         return (f"'{self.name}' is incomplete: {len(self.sweep.cells)} of {len(self.sweep.expected_keys())} "
                 "cells were measured. Run the same `specviz sweep` command again to finish it.")
 
+    def measured_apart(self) -> str | None:
+        return measured_apart_warning(self.sweep, self.name)
+
     def cpu_only(self) -> bool:
         """Every cell was measured with vLLM on CPU."""
         return bool((self.full["platform"].astype(str).str.lower() == "cpu").all())
@@ -86,6 +89,22 @@ class SweepSide:
             return f"'{self.name}' has no cell {label} at concurrency {concurrency}."
         rates = list(cell["acceptance_rate_per_pos"].iloc[0])
         return rates or f"'{self.name}': {label} at concurrency {concurrency} verified no drafts."
+
+
+def measured_apart_warning(sweep: Sweep, name: str) -> str | None:
+    """What to make of rows measured in rounds of their own, after the rest of the sweep
+    (Sweep.rows_measured_apart), or None when every row shares the sweep's rounds."""
+    apart = sweep.rows_measured_apart()
+    if not apart:
+        return None
+    rest = [c for c in sweep.cells if (c.drafter, c.num_speculative_tokens) not in apart]
+    rows = "; ".join(f"{sweep_charts.config_label(*row)} ({sweep_charts.time_window(*window)})"
+                     for row, window in apart.items())
+    return (f"In '{name}', measured in rounds of their own, after the rest of the sweep "
+            f"({sweep_charts.recorded_on(rest)}): {rows}. What the machine drifted between those times is in no "
+            "cell's spread, so these rows may sit above or below the others for that alone. To set them side by side, "
+            "measure the whole grid with them into a new --out folder (every row then shares its rounds); a tuned "
+            "schedule is measured that way by `specviz tune`, head to head.")
 
 
 def prompt_sets(table: pd.DataFrame) -> list[str]:

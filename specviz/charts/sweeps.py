@@ -71,12 +71,15 @@ def _static_ks(rows: pd.DataFrame) -> list[int]:
 
 def recorded_on(cells) -> str:
     """Where and when sweep cells were measured: 'cpu (Intel(R) Xeon(R) Processor), 2026-12-05 07:43-07:58 UTC'."""
-    times = sorted(r.created_at for c in cells for r in c.runs)
+    times = [r.created_at for c in cells for r in c.runs]
     where = ", ".join(sorted({f"{c.platform} ({c.device_name})" for c in cells}))
-    if not times:
-        return where
-    first, last = times[0][:16].replace("T", " "), times[-1][:16].replace("T", " ")
-    return f"{where}, {first}-{last[11:] if last[:10] == first[:10] else last} UTC"
+    return f"{where}, {time_window(min(times), max(times))}" if times else where
+
+
+def time_window(first: str, last: str) -> str:
+    """'2026-12-05T07:43:10+00:00', '2026-12-05T07:58:02+00:00' -> '2026-12-05 07:43-07:58 UTC'."""
+    first, last = first[:16].replace("T", " "), last[:16].replace("T", " ")
+    return f"{first}-{last[11:] if last[:10] == first[:10] else last} UTC"
 
 
 def config_label(drafter: str, k) -> str:

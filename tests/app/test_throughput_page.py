@@ -99,3 +99,22 @@ def test_throughput_page_without_sweeps_says_how_to_record_one(monkeypatch):
     at = open_page(THROUGHPUT)
     assert any("No recorded sweeps" in i.value for i in at.info)
     assert not at.get("plotly_chart")
+
+
+def test_throughput_page_warns_of_a_row_measured_after_the_rest(tmp_path, monkeypatch):
+    name, sweep = sample_sweep()
+    assert sweep.rows_measured_apart() == {}  # recorded in interleaved rounds
+    drafter, k = next((c.drafter, c.num_speculative_tokens) for c in sweep.cells if c.drafter != BASELINE)
+
+    def added_later(cell):  # as if `specviz sweep` had added this row to the finished sweep
+        if (cell.drafter, cell.num_speculative_tokens) != (drafter, k):
+            return cell
+        return cell.model_copy(update={"runs": [r.model_copy(update={"created_at": "2027-01-01T00:00:00+00:00"})
+                                                for r in cell.runs]})
+
+    moved = sweep.model_copy(update={"cells": [added_later(c) for c in sweep.cells]})
+    monkeypatch.setattr(sweep_files, "list_sweep_files", lambda: [save_sweep(moved, tmp_path / "added" / "sweep.json")])
+    at = open_page(THROUGHPUT)
+    assert not at.exception, at.exception
+    [warning] = [w.value for w in at.warning if "rounds of their own" in w.value]
+    assert f"{drafter} k={k} (2027-01-01 00:00-00:00 UTC)" in warning and "new --out folder" in warning

@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 from run_builders import make_run
 
-from specviz.config import BatchSizeRange, ConfigError
+from specviz.config import BatchSizeRange, ConfigError, SpecConfig
 from specviz.metrics import StepFigures
 from specviz.runfile import Request, RequestSpecDecodeMetrics, SpecDecodeCounters
 from specviz.sweep import (
@@ -22,6 +22,7 @@ from specviz.sweep import (
 from specviz.sweep_files import load_sweep, save_sweep
 from specviz.sweep_runner import server_args, sweep_plan
 from specviz.sweep_table import shown_table, speedups, sweep_table
+from specviz.sweep_view import measured_apart_warning
 
 GRID = dict(target_model="m", drafters=[{"method": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 4}],
             num_speculative_tokens=[1, 3], concurrencies=[1, 4], prompts="builtin:code", num_requests=8,
@@ -349,3 +350,30 @@ def test_the_progress_line_names_k_once():
         "spec": static.spec.model_copy(update={"schedule": [BatchSizeRange(first=1, last=1, k=5),
                                                             BatchSizeRange(first=2, last=16, k=4)]})})
     assert sweep_summary_line(scheduled).startswith("ngram lookup 2-4 k by batch 1:5 2-16:4 c=4      78.3 tok/s")
+
+
+def test_a_row_added_to_a_finished_sweep_is_named_as_measured_apart():
+    def at(run: CellRun, hour: int) -> CellRun:
+        return run.model_copy(update={"created_at": f"2026-12-05T{hour:02d}:00:00+00:00"})
+
+    def row(drafter, k, hours, spec=None):
+        runs = [at(run_of(k, 1, 40.0, r), h) for r, h in enumerate(hours)]
+        return SweepCell(drafter=drafter, spec=SpecConfig.from_dict(spec), concurrency=1, prompt_set="code", num_requests=8, max_tokens=32,
+                         runs=runs) if spec else cell_of(drafter, k, 1, runs)
+
+    interleaved = [row("baseline", None, (10, 13, 14)), row(NG, 1, (11, 12, 15))]  # three rounds, b a, a b, b a
+    sweep = Sweep(grid=SweepGrid(**GRID | {"repeats": 3}), cells=interleaved)
+    assert sweep.rows_measured_apart() == {}
+    schedule = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2, "prompt_lookup_max": 4,
+                "num_speculative_tokens_per_batch_size": [[1, 1, 3], [2, 16, 1]]}
+    added = [row(f"{NG} k by batch 1:3 2-16:1", 3, (20, 21, 22), spec=schedule), row(NG, 3, (23, 23, 23))]
+    sweep = sweep.model_copy(update={"cells": [*interleaved, *added]})
+    assert sweep.rows_measured_apart() == {
+        (f"{NG} k by batch 1:3 2-16:1", 3): ("2026-12-05T20:00:00+00:00", "2026-12-05T22:00:00+00:00"),
+        (NG, 3): ("2026-12-05T23:00:00+00:00", "2026-12-05T23:00:00+00:00")}
+    warning = measured_apart_warning(sweep, "s")
+    assert ("after the rest of the sweep (cpu (test cpu), 2026-12-05 10:00-15:00 UTC): ngram lookup 2-4 k by batch "
+            "1:3 2-16:1 (2026-12-05 20:00-22:00 UTC); ngram lookup 2-4 k=3 (2026-12-05 23:00-23:00 UTC)") in warning
+    assert measured_apart_warning(Sweep(grid=sweep.grid, cells=interleaved), "s") is None
+    # one round interleaves nothing, so no row is singled out
+    assert sweep.model_copy(update={"grid": SweepGrid(**GRID)}).rows_measured_apart() == {}
