@@ -4,8 +4,10 @@
 
 Each sweep is what `python -m specviz sweep` records (the command for each is printed first), so a
 user reproduces one on their own server with that command. Where a sweep is tuned, `python -m specviz
-tune` then confirms the tuner's picks on fresh runs (into <sweep>/confirm/) and the sweep's command
-runs again with the exported schedule as one more row (--schedule), measured beside every static k.
+tune` then confirms the tuner's picks on fresh runs (into <sweep>/confirm/) and measures the picks'
+schedule head to head with no drafting and the static k it stands against, in the same rounds
+(<sweep>/confirm/<drafter>/head-to-head/): that is the schedule's row. (Added to the finished sweep's
+folder, a row would be measured in rounds of its own, after the grid: Sweep.rows_measured_apart.)
 Run it on a quiet machine: the figures are throughput measurements.
 """
 
@@ -25,19 +27,16 @@ EAGLE3 = drafter_spec("eagle3", relative_to=REPO_DIR)
 SWEEPS = {
     # Three repeats per cell. chat: about 76 minutes for its 10 configurations on a 2-core AMD EPYC; recorded
     # in bfloat16 at k = 1, 3, 5 before the demo model's float32 default (re-recorded below as smollm2-chat-f32).
-    # Its tunes measure their schedules head to head (confirm/<drafter>/head-to-head/), beside no drafting and
-    # the picked k in the same rounds, so the grid is not re-run with the schedule here.
     "smollm2-chat": dict(prompts="builtin:chat", drafters=[NGRAM_2_4, DRAFT_MODEL, EAGLE3], k="1,3,5", repeats=3,
-                         dtype="bfloat16", tune=["ngram lookup 2-4", "eagle3 smollm2-135m-eagle3"],
-                         schedule_row=False),
-    # chat in float32 at k = 1..5: ngram and the EAGLE-3 head (the tuned drafters; the draft model stays in the
-    # bfloat16 sweep, which stays for it), about 111 minutes on a 2-core Intel Xeon; the EAGLE-3 tune about 81
+                         dtype="bfloat16", tune=["ngram lookup 2-4", "eagle3 smollm2-135m-eagle3"]),
+    # chat in float32 at k = 1..5: ngram and the EAGLE-3 head (the tuned drafters; the draft model is only in the
+    # bfloat16 sweep above, kept for it), about 111 minutes on a 2-core Intel Xeon; the EAGLE-3 tune about 81
     # more, the ngram tune about 73.
     "smollm2-chat-f32": dict(prompts="builtin:chat", drafters=[NGRAM_2_4, EAGLE3], k="1,2,3,4,5", repeats=3,
-                             dtype=None, tune=["eagle3 smollm2-135m-eagle3", "ngram lookup 2-4"], schedule_row=False),
+                             dtype=None, tune=["eagle3 smollm2-135m-eagle3", "ngram lookup 2-4"]),
     # code: about 40 minutes for the grid in float32 (the demo model's default), then the tune.
     "smollm2-code": dict(prompts="builtin:code", drafters=[NGRAM_2_4], k="1,2,3,4,5", repeats=3, dtype=None,
-                         tune=["ngram lookup 2-4"], schedule_row=True),
+                         tune=["ngram lookup 2-4"]),
 }
 COMMON = ["--concurrency", "1,2,4,8,16", "--num-requests", "16", "--max-tokens", "64"]
 
@@ -51,11 +50,7 @@ def main() -> None:
                *(["--dtype", s["dtype"]] if s["dtype"] else []), "--repeats", str(s["repeats"]), "--out", out]
         _run(cmd)
         for drafter in s["tune"]:
-            printed = _run([sys.executable, "-m", "specviz", "tune", out, "--drafter", drafter, "--repeats", "3"])
-            exported = json.loads(printed.strip().splitlines()[-1])["speculative_config"]
-            if s["schedule_row"] and exported and "num_speculative_tokens_per_batch_size" in exported:
-                cmd += ["--schedule", json.dumps(exported)]
-                _run(cmd)
+            _run([sys.executable, "-m", "specviz", "tune", out, "--drafter", drafter, "--repeats", "3"])
 
 
 def _run(cmd: list[str]) -> str:
