@@ -53,12 +53,10 @@ def main() -> None:
             _run([sys.executable, "-m", "specviz", "tune", out, "--drafter", drafter, "--repeats", "3"])
 
 
-def _run(cmd: list[str]) -> str:
-    """Run a specviz command from the repo root, its progress on the terminal; its standard output."""
+def _run(cmd: list[str]) -> None:
+    """Run a specviz command from the repo root, printed first, its output on the terminal."""
     print("$ " + shlex.join(["python", *cmd[1:]]), flush=True)
-    done = subprocess.run(cmd, cwd=REPO_DIR, check=True, stdout=subprocess.PIPE, text=True)
-    print(done.stdout, end="", flush=True)
-    return done.stdout
+    subprocess.run(cmd, cwd=REPO_DIR, check=True)
 
 
 if __name__ == "__main__":
