@@ -107,9 +107,10 @@ _draw(sides, "tp_chart_al_k", lambda s: s.missing(concurrency) or sweep_charts.a
 st.subheader("Acceptance per draft position")
 configs = drafter_configs(sides[0].table, concurrency)
 if configs:
-    ui.keep_valid("tp_position_config", list(configs))
     # Open on the k of the published reference when the sweep has it, else on the largest k.
-    st.session_state.setdefault("tp_position_config", config_at_k(configs, REFERENCE.num_speculative_tokens))
+    opening = config_at_k(configs, REFERENCE.num_speculative_tokens)
+    ui.keep_valid("tp_position_config", list(configs), default=opening)
+    st.session_state.setdefault("tp_position_config", opening)
     pick, ref_box = st.columns([3, 2])
     config = pick.selectbox("Drafter and k", list(configs), key="tp_position_config")
     show_reference = ref_box.checkbox(

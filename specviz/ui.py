@@ -366,10 +366,12 @@ def open_sweep(path: Path, name: str) -> tuple[Sweep, pd.DataFrame] | None:
     return sweep, table
 
 
-def keep_valid(key: str, options: list) -> None:
-    """Drop a remembered choice that the current options no longer hold (another sweep was chosen)."""
+def keep_valid(key: str, options: list, default=None) -> None:
+    """Replace a remembered choice that the current options no longer hold (another sweep was chosen) by
+    `default` (the first option when None). Set, not deleted: a deleted key let the browser keep showing the
+    old choice (a code sweep's prompt set read 'chat') while the page drew the first option."""
     if key in st.session_state and st.session_state[key] not in options:
-        del st.session_state[key]
+        st.session_state[key] = options[0] if default is None else default
 
 
 # ---- the Methods page's "Is it lossless?" ---------------------------------------------------------

@@ -135,7 +135,7 @@ def _pick_sweep(run: Run | None) -> tuple[Sweep, pd.DataFrame, str, str, int] | 
     ui.keep_valid("textbook_drafter", names)
     drafter = b.selectbox("Drafter", names, key="textbook_drafter")
     ks = recorded_ks(sweep, drafter)
-    ui.keep_valid("textbook_k", ks)
+    ui.keep_valid("textbook_k", ks, default=max(ks))
     st.session_state.setdefault("textbook_k", max(ks))
     k = c.selectbox("num_speculative_tokens (k)", ks, key="textbook_k")
     return sweep, table, name, drafter, k

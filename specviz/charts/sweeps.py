@@ -220,8 +220,8 @@ def throughput_vs_k(table: pd.DataFrame, concurrency: int, caption: str) -> go.F
             name=f"{d} ({v:.1f} tokens/s)", meta=dict(role="schedule", drafter=d, concurrency=concurrency),
             hovertemplate=f"{d}: {v:.1f} output tokens/s<extra></extra>",
         ))
-    return figure_layout(fig, f"Throughput vs num_speculative_tokens at concurrency {concurrency}"
-                   + (" (median, bars: min-max over runs)" if "output_tokens_per_s_min" in rows else ""), caption,
+    bars = "median, bars: min-max over runs · " if "output_tokens_per_s_min" in rows else ""
+    return figure_layout(fig, f"Throughput vs num_speculative_tokens at concurrency {concurrency}", bars + caption,
                    xaxis=dict(title_text="num_speculative_tokens (k)", tickvals=ks),
                    yaxis=dict(title_text="output tokens/s", rangemode="tozero"))
 
@@ -303,10 +303,10 @@ def acceptance_length_vs_k(table: pd.DataFrame, concurrency: int, caption: str) 
             x=ks, y=[k + 1.0 for k in ks], mode="lines", line=dict(color="#bbbbbb", dash="dot"),
             name="ceiling: every draft accepted (k + 1)", meta=dict(role="bound"), hoverinfo="skip",
         ))
-    return figure_layout(fig, f"Mean acceptance length vs num_speculative_tokens at concurrency {concurrency}"
-                   + (" (bars: 90% interval over requests)" if _spread_bars(
-                       rows, "mean_acceptance_length", "mean_acceptance_length_low", "mean_acceptance_length_high")
-                      else ""), caption,
+    bars = ("bars: 90% interval over requests · " if _spread_bars(
+        rows, "mean_acceptance_length", "mean_acceptance_length_low", "mean_acceptance_length_high") else "")
+    return figure_layout(fig, f"Mean acceptance length vs num_speculative_tokens at concurrency {concurrency}",
+                   bars + caption,
                    xaxis=dict(title_text="num_speculative_tokens (k)", tickvals=ks),
                    yaxis=dict(title_text="tokens per target pass", rangemode="tozero"))
 

@@ -34,6 +34,7 @@ from specviz.files import REPO_DIR as ROOT  # noqa: E402
 from specviz.roles import output_roles, step_roles  # noqa: E402
 from specviz.runfile import SAMPLE_RUNS_DIR, Request, Step, list_run_files, load_run, save_run  # noqa: E402
 from specviz.showcase import example_step, opening_request, opening_run  # noqa: E402
+from specviz.sweep_files import list_sweep_files, load_sweep  # noqa: E402
 from specviz.view import race_html  # noqa: E402
 
 pytestmark = pytest.mark.browser
@@ -432,6 +433,25 @@ def test_screenshot_of_every_page(browser, app_url, path):
         _screenshot(p, ARTIFACTS / f"page_{path or 'playground'}.png")
     finally:
         context.close()
+
+
+def test_a_sweeps_own_prompt_set_shows_after_choosing_it(page, app_url):
+    """The Throughput page's prompt set once kept showing 'chat' after a code sweep was chosen, while the
+    charts drew 'code' (the remembered choice was deleted, and the browser kept its own)."""
+    prompt_set = {p.parent.name: load_sweep(p).cells[0].prompt_set for p in list_sweep_files()}
+    first = next(iter(prompt_set))  # the page opens on it
+    other = next((name for name, shown in prompt_set.items() if shown != prompt_set[first]), None)
+    if other is None:
+        pytest.skip("needs two recorded sweeps of different prompt sets")
+    page.goto(f"{app_url}/throughput")
+    shown = page.locator(".st-key-tp_prompt_set").get_by_role("combobox")
+    sync_api.expect(shown).to_have_value(prompt_set[first])
+    box = page.locator(".st-key-tp_sweep").get_by_role("combobox")
+    box.click()
+    box.type(other)
+    page.get_by_role("option", name=other, exact=True).click()
+    _wait_idle(page)
+    sync_api.expect(shown).to_have_value(prompt_set[other])
 
 
 def test_the_server_log_has_no_tracebacks(app_server):
