@@ -238,9 +238,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
-def _with_progress(measure, out: Path, *, total: int):
-    """Run `measure(callbacks)` (run_sweep's on_cell/on_engine) under a progress bar over the sweep at `out`;
-    its result, or the exit code after saying why it stopped (the finished cells stay saved)."""
+def _with_progress(measure, out: Path, *, total: int, then: str = ""):
+    """Run `measure(callbacks)` (run_sweep's on_cell/on_engine) under a progress bar over the sweep at `out`,
+    and over `then` (a second sweep's name) if measure goes on to one; its result, or the exit code after
+    saying why it stopped (the finished cells stay saved)."""
     from tqdm import tqdm
 
     from .config import describe_spec
@@ -252,11 +253,16 @@ def _with_progress(measure, out: Path, *, total: int):
     bar = tqdm(total=total, unit="run", desc="sweep", file=sys.stderr)
     try:
         if (out / "sweep.json").exists():
-            bar.update(sum(len(c.runs) for c in load_sweep(out / "sweep.json").cells))
+            bar.update(load_sweep(out / "sweep.json").runs_done)
 
         def on_cell(cell, sweep) -> None:
-            bar.total = max(bar.total, bar.n + 1)  # a confirmation adds its confirmed schedule as it goes
-            bar.update(1)
+            # The count follows the sweep being measured: a confirmation adds the idle row as it goes, and
+            # its head-to-head is a sweep of its own, counted from its first run (not past the confirmation's).
+            if sweep.runs_done <= bar.n:
+                bar.reset()
+                bar.set_postfix_str(then, refresh=False)
+            bar.total = max(sweep.runs_planned, sweep.runs_done)
+            bar.update(sweep.runs_done - bar.n)
             bar.write(sweep_summary_line(cell), file=sys.stderr)
 
         def on_engine(label, spec) -> None:
@@ -273,6 +279,7 @@ def _with_progress(measure, out: Path, *, total: int):
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
+    from .charts.sweeps import recorded_on
     from .config import describe_spec
     from .prediction import fixed_k_drafters, predict
     from .schedule import EngineCost, confirmation_grid, export_reason, k_text, schedule_verdict, tuned
@@ -299,22 +306,24 @@ def cmd_tune(args: argparse.Namespace) -> int:
     out = confirmation_folder(folder, drafter)
     result = _with_progress(lambda callbacks: run_confirmation(
         folder, drafter, repeats=args.repeats, neighbours=args.neighbours, sweep=sweep, pred=pred, **callbacks), out,
-        total=(len(Sweep(grid=grid).expected_keys()) + len(grid.concurrencies)) * grid.repeats)
+        total=(len(Sweep(grid=grid).expected_keys()) + len(grid.concurrencies)) * grid.repeats, then="head-to-head")
     if isinstance(result, int):
         return result
     confirm, head_to_head, _ = result
-    print(f"{drafter}: predicted from the sweep, confirmed by measurement ({confirm.grid.repeats} runs per cell, "
-          "output tokens/s: median (min-max))")
+    print(f"{drafter}: predicted from the sweep, confirmed by measurement ({recorded_on(confirm.cells)}; "
+          f"{confirm.grid.repeats} runs per cell, output tokens/s: median (min-max))")
     result = tuned(pred, sweep, confirm, [head_to_head] if head_to_head else [])
     exported = result.exported
     for row in result.rows:
         base = row.baseline.text() if row.baseline else "not measured"
         sched = (f" · k=0 with the drafter loaded {row.idle.text()}" if row.idle else "") + (
-            f" · schedule {row.schedule.text()}" if row.schedule else "")
+            f" · schedule {row.schedule.text()}" if row.schedule and result.schedule_measured_in != "head-to-head"
+            else "")  # a head-to-head's figures stand beside its own static configs, below
         print(f"  c={row.concurrency:<3} predicted k={row.predicted_k} ({row.predicted_output_tokens_per_s:.1f}) · "
               f"confirmed k={row.confirmed_k} {row.confirmed.text()} · baseline {base}{sched}")
     if result.schedule_measured_in:
-        print(f"The picks' schedule side by side, measured in the {result.schedule_measured_in}:")
+        print(f"The picks' schedule side by side, measured in the {result.schedule_measured_in} "
+              f"({recorded_on(result.schedule_cells)}):")
         for row in (r for r in result.rows if r.schedule):
             beside = " · ".join(f"{k_text(k)} {by_c[row.concurrency].short()}"
                                 for k, by_c in sorted(result.static_beside.items()) if row.concurrency in by_c)
@@ -326,8 +335,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
     spent = f"this confirmation {EngineCost.of(confirm.cells).text()}"
     if head_to_head:
         spent += f"; its head-to-head {EngineCost.of(head_to_head.cells).text()}"
-    full = EngineCost.of([c for c in sweep.cells if not c.scheduled])
-    print(f"engine time (measuring and starting engines): {spent}; the sweep's grid of static k {full.text()}")
+    grid_cells = [c for c in sweep.cells if not c.scheduled]
+    full = EngineCost.of(grid_cells)
+    devices = {c.device_name for c in [*confirm.cells, *(head_to_head.cells if head_to_head else []), *grid_cells]}
+    hardware = (f" (on {len(devices)} kinds of hardware, {', '.join(sorted(devices))}: compare runs and starts, "
+                "not seconds)" if len(devices) > 1 else "")
+    print(f"engine time (measuring and starting engines): {spent}; the sweep's grid of static k {full.text()}{hardware}")
     print(f"\nExported: {describe_spec(exported)}")
     print("\nServe it (vLLM):\n" + serve_command_text(sweep.grid.target_model, exported, trace=False))
     print("\nOr in Python:\n" + python_config(sweep.grid.target_model, exported))

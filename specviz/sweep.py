@@ -329,6 +329,15 @@ class Sweep(_Frozen):
                 for label, spec in self.grid.engine_configs() for c in self.grid.concurrencies_for(spec)]
 
     @property
+    def runs_planned(self) -> int:
+        """Runs the grid asks for: each (drafter, k, concurrency) cell grid.repeats times."""
+        return len(self.expected_keys()) * self.grid.repeats
+
+    @property
+    def runs_done(self) -> int:
+        return sum(len(c.runs) for c in self.cells)
+
+    @property
     def complete(self) -> bool:
         """Every cell of the grid measured grid.repeats times."""
         done = {c.key: len(c.runs) for c in self.cells}

@@ -132,6 +132,26 @@ def test_tune_refuses_a_drafter_the_sweep_does_not_have_and_a_folder_without_a_s
     assert "sweep.json: cannot read" in capsys.readouterr().err
 
 
+def test_tunes_progress_bar_counts_the_head_to_head_from_its_own_first_run(capsys, tmp_path):
+    """The confirmation's bar once stood at 61/61, 62/62, ... through the whole head-to-head, never saying
+    how far it had to go."""
+    from specviz.sweep_files import SWEEPS_DIR, load_confirmation, load_head_to_heads
+
+    folder, drafter = SWEEPS_DIR / "smollm2-chat-f32", "ngram lookup 2-4"
+    confirm, head_to_head = load_confirmation(folder, drafter), load_head_to_heads(folder, drafter)[0]
+    first = head_to_head.cells[0].model_copy(update={"runs": head_to_head.cells[0].runs[:1]})
+
+    def measure(callbacks):
+        callbacks["on_cell"](confirm.cells[-1], confirm)
+        callbacks["on_cell"](first, head_to_head.model_copy(update={"cells": [first]}))
+        return "measured"
+
+    assert cli._with_progress(measure, tmp_path, total=10, then="head-to-head") == "measured"
+    bar = capsys.readouterr().err.split("\r")[-1]
+    assert (confirm.runs_done, head_to_head.runs_planned) == (63, 45)
+    assert " 1/45 " in bar and "head-to-head" in bar, bar
+
+
 def test_a_sweep_refuses_a_schedule_that_is_not_one_before_any_engine_starts(capsys, tmp_path):
     common = ["sweep", "--model", str(tmp_path), "--k", "1", "--concurrency", "1", "--out", str(tmp_path / "s")]
     static = '{"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 3}'
