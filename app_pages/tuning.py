@@ -11,7 +11,7 @@ from specviz.charts import sweeps as sweep_charts
 from specviz.charts import tuning as tuning_charts
 from specviz.config import describe_spec
 from specviz.prediction import fixed_k_drafters, predict, recorded_ks
-from specviz.schedule import export_reason, schedule_verdict, short_of_best, tuned
+from specviz.schedule import export_reason, schedule_verdict, short_of_best, summed_above_schedule, tuned
 from specviz.serve_command import python_config, serve_command_text
 from specviz.sweep import SweepError
 from specviz.sweep_files import load_confirmation, load_head_to_heads
@@ -20,6 +20,7 @@ from specviz.sweep_view import (
     recommendation_table,
     refusals_at_k,
     runs_per_cell,
+    schedule_column_source,
     schedule_option,
     step_cost_text,
     table_at_k,
@@ -89,6 +90,8 @@ else:
     st.dataframe(recommendation_table(result), key="tune_recommend", hide_index=True, column_config={
         "speedup": st.column_config.NumberColumn(format="%.2fx"),
     })
+    if where := schedule_column_source(result, confirmation or sweep):
+        st.caption(where)
     st.plotly_chart(tuning_charts.schedule_chart(result, pred, caption), key="tune_chart_schedule", width="stretch")
     if result.schedule_measured_in in ("confirmation", "head-to-head"):
         where, cells = result.schedule_measured_in, result.schedule_cells
@@ -97,7 +100,8 @@ else:
                    f"the schedule against the dotted lines measured beside it and the table, not against the sweep's "
                    f"curves.")
     if verdict := schedule_verdict(result):
-        (st.warning if short_of_best(result) else st.success)("**The schedule measured as a row.** " + " ".join(verdict))
+        box = st.warning if short_of_best(result) else st.info if summed_above_schedule(result) else st.success
+        box("**The schedule measured as a row.** " + " ".join(verdict))
     ranges = ("Batch sizes between two measured concurrencies take the k of the next one up; vLLM keeps the last k "
               "for every larger batch. " if result.exported is not None and result.exported.schedule else "")
     st.markdown(f"**Export:** {describe_spec(result.exported)}. {ranges}One k everywhere is exported as a static "

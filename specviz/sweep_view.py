@@ -256,6 +256,21 @@ def recommendation_table(result: Tuned) -> list[dict]:
     return rows
 
 
+def schedule_column_source(result: Tuned, picked_on: Sweep) -> str | None:
+    """Where the table's schedule column was measured, when not with the rest of the table: the head-to-head
+    is a sweep of its own, and may have run on another machine than the confirmation the picks came from.
+    None when the schedule's row was measured among the picks' cells (or not at all)."""
+    if result.schedule_measured_in != "head-to-head":
+        return None
+    machines = {(c.platform, c.device_name) for c in picked_on.cells}
+    other = machines != {(c.platform, c.device_name) for c in result.schedule_cells}
+    return (f"The schedule column was measured in the head-to-head ({sweep_charts.recorded_on(result.schedule_cells)}),"
+            f" the other columns in the {result.confirmed_by} ({sweep_charts.recorded_on(picked_on.cells)})"
+            + (", on other hardware" if other else "")
+            + ": set the schedule against the static configs measured beside it (the chart and the verdict below), "
+              "not against the confirmed column.")
+
+
 def refusals_at_k(pred: Prediction, k: int) -> list[TuningRefusal]:
     """The refusals at one k beyond the prediction's own (a k above a concurrency's recorded K)."""
     found = (pred.at(c, k) for c in pred.concurrencies)

@@ -18,11 +18,12 @@ from specviz.schedule import (
     schedule_for,
     schedule_label,
     schedule_verdict,
+    summed_above_schedule,
     tuned,
 )
 from specviz.sweep import Sweep
 from specviz.sweep_files import confirmation_folder, load_confirmation, save_sweep
-from specviz.sweep_view import recommendation_table
+from specviz.sweep_view import recommendation_table, schedule_column_source
 
 
 def m(k: int, median: float, low: float, high: float) -> Measured:
@@ -172,6 +173,12 @@ def test_the_verdict_names_where_the_measured_schedule_falls_short_and_sums_it_a
     within, sums = schedule_verdict(result.model_copy(update={"rows": level}))
     assert within.startswith("At every concurrency measured the schedule's median lies within or above the spread")
     assert sums.endswith("The schedule is at or above every single static config.")
+    assert summed_above_schedule(result).k == 0  # the page shows a summed shortfall as info, not success
+    wide = [r.model_copy(update={"schedule": r.schedule.model_copy(update={"high": 215.0})}) if r.concurrency == 16
+            else r for r in rows]  # the schedule's runs summed now reach 240.1, above no drafting's 237.6
+    assert schedule_verdict(result.model_copy(update={"rows": wide}))[-1].endswith(
+        "22.6% below no drafting, whose sum lies inside the schedule's runs summed (173.9-240.1).")
+    assert summed_above_schedule(result.model_copy(update={"rows": level})) is None
     assert schedule_verdict(result.model_copy(update={"schedule": spec.with_k(1)})) == []  # static: no verdict
     unmeasured = [r.model_copy(update={"schedule": None}) for r in rows]
     assert schedule_verdict(result.model_copy(update={"rows": unmeasured})) == []
@@ -191,13 +198,20 @@ def test_a_static_config_the_measured_schedule_beats_nowhere_is_exported_instead
     total = summed(list(schedule.values()), 2)
     assert (round(total.output_tokens_per_s, 1), round(total.low, 1), round(total.high, 1)) == (614.2, 597.1, 658.8)
 
-    # code, ngram, head-to-head: the schedule (1: k=5 · 2-16: k=4) sums 618.4 against k=4's 616.2, and at c=1
+    # code, ngram, head-to-head (AMD EPYC): the schedule (1: k=5 · 2-16: k=4) sums 618.4 against k=4's 616.2, and at c=1
     # its 60.1 lies above k=4's max 57.0: it stays
     code = {1: m(5, 60.1, 57.4, 60.4), 2: m(4, 101.1, 100.9, 101.2), 4: m(4, 137.3, 136.3, 138.4),
             8: m(4, 159.4, 155.8, 163.9), 16: m(4, 160.5, 160.3, 175.3)}
     k4 = {1: m(4, 56.9, 54.1, 57.0), 2: m(4, 100.0, 86.4, 100.5), 4: m(4, 136.7, 108.6, 139.3),
           8: m(4, 156.1, 154.3, 163.7), 16: m(4, 166.6, 165.5, 178.8)}
     assert replacing_config(code, {4: k4}) is None
+    # the same, head to head on the Intel Xeon: k=4 sums 381.9 against the schedule's 378.9, but not above its
+    # maxes summed (387.0), and at c=1 the schedule's 31.7 lies above k=4's max 30.4: it stays
+    xeon = {1: m(5, 31.7, 29.7, 32.0), 2: m(4, 49.3, 48.3, 49.8), 4: m(4, 73.0, 69.8, 75.8),
+            8: m(4, 101.0, 96.6, 103.7), 16: m(4, 123.9, 117.5, 125.8)}
+    xeon_k4 = {1: m(4, 28.1, 27.0, 30.4), 2: m(4, 47.7, 45.8, 49.6), 4: m(4, 75.9, 71.4, 76.3),
+               8: m(4, 100.4, 92.4, 106.3), 16: m(4, 129.8, 115.5, 131.9)}
+    assert replacing_config(xeon, {4: xeon_k4}) is None
     # (chat, EAGLE-3, where the schedule stays, is checked on the recorded confirmation: tests/app/test_tuning_page.py)
     # chat, ngram, head-to-head: the schedule (1: k=1 · 2-4: k=2 · 5-16: k=0) measured better than no drafting at
     # c=2 alone (61.4 against 60.6 at most), but no drafting's 667.9 summed lies above the schedule's maxes
@@ -276,3 +290,20 @@ def test_picks_of_one_k_that_no_drafting_beats_everywhere_export_no_speculative_
         "Measured beside the picks (ngram k=2 at every concurrency) in the confirmation, no drafting served "
         "measurably more in total (summed over the concurrencies, no drafting 120.0 against the picks (ngram k=2 at "
         "every concurrency) 113.0: its median sum above the picks' maxes summed). So the export is no drafting.")
+
+
+@pytest.mark.parametrize("sweep_name, drafter, other_hardware", [
+    ("smollm2-code", "ngram lookup 2-4", True),  # confirmed on an AMD EPYC, head to head on an Intel Xeon
+    ("smollm2-chat-f32", "ngram lookup 2-4", False),
+])
+def test_the_tables_schedule_column_says_it_came_from_the_head_to_head(sweep_name, drafter, other_hardware):
+    from specviz.sweep_files import SWEEPS_DIR, load_head_to_heads, load_sweep
+
+    folder = SWEEPS_DIR / sweep_name
+    sweep, confirm = load_sweep(folder / "sweep.json"), load_confirmation(folder, drafter)
+    result = tuned(predict(sweep, drafter), sweep, confirm, load_head_to_heads(folder, drafter))
+    said = schedule_column_source(result, confirm)
+    assert said.startswith("The schedule column was measured in the head-to-head (cpu (")
+    assert ("on other hardware" in said) == other_hardware, said
+    assert "not against the confirmed column" in said
+    assert schedule_column_source(result.model_copy(update={"schedule_measured_in": "confirmation"}), confirm) is None
