@@ -97,7 +97,7 @@ else:
         where, cells = result.schedule_measured_in, result.schedule_cells
         st.caption(f"The solid static-k curves are the sweep's cells ({sweep_charts.recorded_on(sweep.cells)}); the "
                    f"schedule and the dotted lines were measured in the {where} ({sweep_charts.recorded_on(cells)}): set "
-                   f"the schedule against the dotted lines measured beside it and the table, not against the sweep's "
+                   f"the schedule against the dotted lines measured beside it, not against the sweep's "
                    f"curves.")
     if verdict := schedule_verdict(result):
         box = st.warning if short_of_best(result) else st.info if summed_above_schedule(result) else st.success

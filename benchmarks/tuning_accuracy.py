@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specviz.acceptance_at_k import tokens_per_step, tokens_per_step_fixed_share
+from specviz.charts import sweeps as sweep_charts
 from specviz.config import describe_spec
 from specviz.files import REPO_DIR
 from specviz.prediction import TuningRefusal, fixed_k_drafters, predict
@@ -178,7 +179,7 @@ def _confirmed(sweep: Sweep, pred, folder: Path, name: str, by_key: dict, totals
         print(f"  confirmed by specviz tune ({confirmation.grid.repeats} runs per cell, "
               f"{EngineCost.of(confirmation.cells).text()}; the grid of static k: "
               f"{EngineCost.of([c for c in sweep.cells if not c.scheduled]).text()}):")
-        machines = [sorted({r.device_name for c in s.cells for r in c.runs}) for s in (sweep, confirmation)]
+        machines = [sweep_charts.machines(s.cells) for s in (sweep, confirmation)]
         if machines[0] != machines[1]:
             print(f"    measured on other hardware than the sweep ({', '.join(machines[1])} against "
                   f"{', '.join(machines[0])}): the check below compares the two machines as well as the picks")

@@ -279,7 +279,7 @@ def _with_progress(measure, out: Path, *, total: int, then: str = ""):
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from .charts.sweeps import recorded_on
+    from .charts.sweeps import machines, recorded_on
     from .config import describe_spec
     from .prediction import fixed_k_drafters, predict
     from .schedule import EngineCost, confirmation_grid, export_reason, k_text, schedule_verdict, tuned
@@ -337,9 +337,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         spent += f"; its head-to-head {EngineCost.of(head_to_head.cells).text()}"
     grid_cells = [c for c in sweep.cells if not c.scheduled]
     full = EngineCost.of(grid_cells)
-    devices = {c.device_name for c in [*confirm.cells, *(head_to_head.cells if head_to_head else []), *grid_cells]}
-    hardware = (f" (on {len(devices)} kinds of hardware, {', '.join(sorted(devices))}: compare runs and starts, "
-                "not seconds)" if len(devices) > 1 else "")
+    used = machines([*confirm.cells, *(head_to_head.cells if head_to_head else []), *grid_cells])
+    hardware = f" (on {', '.join(used)}: compare runs and starts, not seconds)" if len(used) > 1 else ""
     print(f"engine time (measuring and starting engines): {spent}; the sweep's grid of static k {full.text()}{hardware}")
     print(f"\nExported: {describe_spec(exported)}")
     print("\nServe it (vLLM):\n" + serve_command_text(sweep.grid.target_model, exported, trace=False))

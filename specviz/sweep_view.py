@@ -262,8 +262,7 @@ def schedule_column_source(result: Tuned, picked_on: Sweep) -> str | None:
     None when the schedule's row was measured among the picks' cells (or not at all)."""
     if result.schedule_measured_in != "head-to-head":
         return None
-    machines = {(c.platform, c.device_name) for c in picked_on.cells}
-    other = machines != {(c.platform, c.device_name) for c in result.schedule_cells}
+    other = sweep_charts.machines(picked_on.cells) != sweep_charts.machines(result.schedule_cells)
     return (f"The schedule column was measured in the head-to-head ({sweep_charts.recorded_on(result.schedule_cells)}),"
             f" the other columns in the {result.confirmed_by} ({sweep_charts.recorded_on(picked_on.cells)})"
             + (", on other hardware" if other else "")

@@ -69,10 +69,15 @@ def _static_ks(rows: pd.DataFrame) -> list[int]:
     return sorted({int(k) for d in fixed_k_drafters(rows) for k in _cells(rows, d)["num_speculative_tokens"] if _present(k)})
 
 
+def machines(cells) -> list[str]:
+    """The machines sweep cells were measured on, sorted: ['cpu (AMD EPYC)', 'cpu (Intel(R) Xeon(R) Processor)']."""
+    return sorted({f"{c.platform} ({c.device_name})" for c in cells})
+
+
 def recorded_on(cells) -> str:
     """Where and when sweep cells were measured: 'cpu (Intel(R) Xeon(R) Processor), 2026-12-05 07:43-07:58 UTC'."""
     times = [r.created_at for c in cells for r in c.runs]
-    where = ", ".join(sorted({f"{c.platform} ({c.device_name})" for c in cells}))
+    where = ", ".join(machines(cells))
     return f"{where}, {time_window(min(times), max(times))}" if times else where
 
 
