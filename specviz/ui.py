@@ -61,7 +61,8 @@ COUNTERS_HELP = (
     "specviz's tracer saw each verification step inside vLLM's scheduler. 'yes': the drafts, draft tokens and "
     "accepted tokens (per position too) it counted equal vLLM's own spec_decode counters for this run exactly, "
     "so the figures and coloured tokens here are what vLLM did, not a re-simulation. 'NO' would mean the "
-    "recording missed or misread steps; '–': vLLM's counters were not read (no drafting, or an attached server).")
+    "recording missed or misread steps; '–': not compared: no drafting, no tracer (an attached server without it), "
+    "or a generation stopped or failed before it finished (only whole requests are compared).")
 
 
 def metrics_row(s: Summary, container=st) -> None:

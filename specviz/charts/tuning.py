@@ -31,20 +31,31 @@ def _gap_position(err: float | None, side: str = "right") -> str:
     return ("bottom " if err is not None and err > 0 else "top ") + side
 
 
-def _label_sides(points: list[tuple[int, int, float]], y_max: float) -> dict[tuple[int, int], str]:
-    """Left or right of its marker per labelled point (concurrency, k, y): at one k, a label whose marker
-    sits within 10% of the axis height of the one below it goes to the other side.
+LABEL_OFFSET = 0.05  # a gap label's centre sits about this far (of the axis height) above or below its marker
+LABEL_ROOM = 0.1  # two labels on one side of one k closer than this (of the axis height) print over each other
 
+
+def _label_sides(points: list[tuple[int, int, float, float | None]], y_max: float) -> dict[tuple[int, int], str]:
+    """Right or left of its marker per labelled point (concurrency, k, y, gap): at one k, a label goes right
+    unless its centre would lie within LABEL_ROOM of a label already there, then left.
+
+    A label's centre is its marker moved LABEL_OFFSET up, or down where the gap is positive (_gap_position).
     Where the concurrencies' curves meet (bfloat16 chat, k=3: c=4 at 84.5, c=8 at 102.3 on a 0-230 axis)
-    two labels on one side would print over each other.
+    two labels on one side would print over each other; so would two that point at each other from markers
+    further apart (bfloat16 chat ngram, k=1: c=1 at 25.8 labelled above, c=2 at 49.2 labelled below).
     """
+    def centre(y: float, gap: float | None) -> float:
+        return y / y_max + (-LABEL_OFFSET if gap is not None and gap > 0 else LABEL_OFFSET)
+
     sides: dict[tuple[int, int], str] = {}
-    for k in {k for _, k, _ in points}:
-        below, side = None, "right"
-        for c, _, y in sorted((p for p in points if p[1] == k), key=lambda p: p[2]):
-            near = below is not None and y - below < 0.1 * y_max
-            side = ("left" if side == "right" else "right") if near else "right"
-            sides[(c, k)], below = side, y
+    for k in {p[1] for p in points}:
+        placed: dict[str, list[float]] = {"right": [], "left": []}
+        for c, _, y, gap in sorted((p for p in points if p[1] == k), key=lambda p: centre(p[2], p[3])):
+            at = centre(y, gap)
+            room = {side: min((abs(at - o) for o in placed[side]), default=1.0) for side in placed}
+            side = "right" if room["right"] >= LABEL_ROOM or room["right"] >= room["left"] else "left"
+            placed[side].append(at)
+            sides[(c, k)] = side
     return sides
 
 
@@ -109,7 +120,8 @@ def tuning_throughput(pred: Prediction, caption: str, k: int | None = None) -> g
     recommended = {r.concurrency: r for r in pred.recommend()}
     labelled = [m for m in pred.measured if not m.used_for_prediction and m.relative_error is not None]
     y_max = max([r.output_tokens_per_s for r in pred.rows] + [m.output_tokens_per_s_max for m in pred.measured], default=1)
-    sides = _label_sides([(m.concurrency, m.num_speculative_tokens, m.output_tokens_per_s) for m in labelled], y_max)
+    sides = _label_sides([(m.concurrency, m.num_speculative_tokens, m.output_tokens_per_s, m.relative_error)
+                          for m in labelled], y_max)
     for i, c in enumerate(pred.concurrencies):
         color = _tuning_color(i)
         rows = [r for r in pred.rows if r.concurrency == c]

@@ -3,7 +3,8 @@
     gen = LiveGeneration(server, "The weather today is", max_tokens=64, tokenizer=tok)
     gen.start()                      # streams in a background thread
     gen.stop()                       # closes the stream; vLLM aborts the request
-    run, done = gen.snapshot()       # the Run so far, steps joined from the tracer
+    run, done = gen.snapshot()       # the Run so far, steps joined from the tracer; once it ended by
+                                     # itself, vLLM's spec-decode counters for it, to cross-check the steps
     for run, done in gen.follow():   # a snapshot every 0.2 s until it ends
 
 No Streamlit here: a page draws each snapshot of `follow()`.
@@ -18,7 +19,8 @@ from collections.abc import Iterator
 
 import httpx
 
-from ..runfile import Run, Step
+from ..runfile import Run, SpecDecodeCounters, Step
+from .counters import counters_delta, scrape_spec_counters, sum_counters
 from .engine_log import failed_on_the_server
 from .recording import apply_chat_template, build_run, sampling_params, token_decoder
 from .server import Server
@@ -47,6 +49,8 @@ class LiveGeneration:
         self._thread = threading.Thread(target=self._run, daemon=True)
         self.stopped_by_user = False
         self._engine_error: str | None = None  # read from the server's log once the request failed there
+        self._counters_before: SpecDecodeCounters | None = None  # scraped just before the request is sent
+        self._counters: SpecDecodeCounters | None = None  # this request's share, once it finished by itself
 
     def start(self) -> LiveGeneration:
         self._thread.start()
@@ -58,12 +62,22 @@ class LiveGeneration:
             if self._stop.is_set():
                 raise _Stopped  # leaving the stream closes the connection: vLLM aborts the request
 
+        self._counters_before = self._scrape_counters()
         with httpx.Client(timeout=httpx.Timeout(None, connect=10.0)) as client:
             try:
                 self._result = stream_completion(client, self.server.url, self.server.model, self.text,
                                                  self.request_id, self.sampling, on_chunk=on_chunk)
             except _Stopped:
                 self.stopped_by_user = True
+
+    def _scrape_counters(self) -> SpecDecodeCounters | None:
+        """vLLM's spec-decode counters summed over the server's members; None without drafting or /metrics."""
+        if self.server.spec is None:
+            return None
+        try:
+            return sum_counters([scrape_spec_counters(m.url) for m in self.server.members()])
+        except httpx.HTTPError:
+            return None
 
     @property
     def done(self) -> bool:
@@ -103,11 +117,16 @@ class LiveGeneration:
             reason = res.error
         elif not done:
             reason = "in progress"
+        if reason is None and self._counters is None and self._counters_before is not None:
+            # vLLM records a step's counters before it streams that step's tokens, so by now they hold all of it.
+            # Another request on the same engine in the meantime would be counted too, and show as a mismatch.
+            self._counters = counters_delta(self._counters_before, self._scrape_counters())
         run = build_run(self.server, [res if reason is None else _as_cut_off(res)], {self.request_id: self._steps},
                         run_id=self.run_id,
                         prompt_set="playground", concurrency=1, max_tokens=self.sampling["max_tokens"],
                         sampling=self.sampling, incomplete_reason=reason, user_messages=self.user_messages,
-                        engine_error=engine_error, decode=self._decode)
+                        engine_error=engine_error, counters=self._counters if reason is None else None,
+                        decode=self._decode)
         return run, done
 
 

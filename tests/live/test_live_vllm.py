@@ -50,20 +50,23 @@ def _specs(draft: str) -> dict[str, SpecConfig | None]:
 
 @pytest.fixture(scope="module")
 def recorded(tiny):
-    """{"runs": {(config name, concurrency): Run}, "stopped": (Run, done)} from real vLLM, one server per config."""
+    """{"runs": {(config name, concurrency): Run}, "stopped": (Run, done), "finished": Run} from real vLLM,
+    one server per config."""
     target, draft = tiny
     _, prompts = load_prompts("builtin:repetitive")
     prompts = prompts + load_prompts("builtin:chat")[1][:4]  # 10 requests: concurrency 8 fills the batch
-    out, stopped = {}, None
+    out, stopped, finished = {}, None, None
     for name, spec in _specs(draft).items():
         with LocalServer(model=target, spec=spec, dtype="float32") as server:
             server.start()
+            if name == "ngram":  # first, as the Playground's first Generate on a fresh engine
+                finished = _finished_live_generation(server)
             for c in CONCURRENCIES:
                 out[(name, c)] = record(server, prompts, prompt_set="repetitive+chat", concurrency=c,
                                         max_tokens=MAX_TOKENS)
             if name == "ngram":
                 stopped = _stopped_live_generation(server)
-    return {"runs": out, "stopped": stopped}
+    return {"runs": out, "stopped": stopped, "finished": finished}
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +83,22 @@ def _stopped_live_generation(server):
         time.sleep(0.01)
     gen.stop()
     return gen.snapshot()
+
+
+def _finished_live_generation(server):
+    """A playground-style generation that ends by itself."""
+    gen = LiveGeneration(server, "Repeat after me: one two three, one two three, one two three.", max_tokens=32,
+                         tokenizer=load_tokenizer(server.model)).start()
+    *_, (run, done) = gen.follow(every_s=0.05)
+    return run
+
+
+def test_a_finished_live_generation_is_checked_against_vllms_counters(recorded):
+    finished, (stopped, _) = recorded["finished"], recorded["stopped"]
+    assert finished.meta.complete and finished.meta.vllm_counters is not None
+    assert finished.meta.vllm_counters.num_drafts > 0
+    assert summarize(finished).counters_match is True
+    assert stopped.meta.vllm_counters is None and summarize(stopped).counters_match is None  # cut off: not comparable
 
 
 def test_stopping_a_live_generation_keeps_what_was_generated(recorded):

@@ -306,9 +306,17 @@ def test_tuning_gap_labels_part_where_curves_meet_and_one_acceptance_curve_is_dr
     from specviz.sweep_files import SWEEPS_DIR, load_sweep
 
     # bfloat16 chat, EAGLE-3 at k=3: c=4 at 84.5 and c=8 at 102.3 on a 0-230 axis, closer than 10% of it
-    sides = tuning_charts._label_sides([(1, 3, 35.0), (2, 3, 56.0), (4, 3, 84.5), (8, 3, 102.3), (16, 3, 123.0)], 230)
+    sides = tuning_charts._label_sides([(1, 3, 35.0, -0.1), (2, 3, 56.0, -0.1), (4, 3, 84.5, -0.1),
+                                        (8, 3, 102.3, -0.1), (16, 3, 123.0, -0.1)], 230)
     assert sides == {(1, 3): "right", (2, 3): "left", (4, 3): "right", (8, 3): "left", (16, 3): "right"}
-    assert tuning_charts._label_sides([(1, 0, 13.0), (2, 0, 60.0)], 120) == {(1, 0): "right", (2, 0): "right"}
+    assert tuning_charts._label_sides([(1, 0, 13.0, -0.1), (2, 0, 60.0, -0.1)], 120) == {(1, 0): "right",
+                                                                                         (2, 0): "right"}
+    # bfloat16 chat ngram, k=1: c=1's label above its marker at 25.8, c=2's below its marker at 49.2 (on 0-230):
+    # 10% of the axis apart, the labels meet in between
+    assert tuning_charts._label_sides([(1, 1, 25.8, -0.048), (2, 1, 49.2, 0.001)], 230) == {(1, 1): "right",
+                                                                                            (2, 1): "left"}
+    assert tuning_charts._label_sides([(1, 1, 25.8, 0.048), (2, 1, 49.2, -0.001)], 230) == {(1, 1): "right",
+                                                                                            (2, 1): "right"}
     assert tuning_charts._gap_position(0.04, "left") == "bottom left"  # predicted above: label below
     assert tuning_charts._gap_position(-0.07) == "top right"
 
