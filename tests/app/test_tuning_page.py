@@ -117,7 +117,7 @@ def test_tuning_chart_measured_markers_are_the_sweep_table():
     # the gap is shown: each measured cell that was predicted but not used carries its relative error
     pred = prediction.predict(sweep, drafter)
     checked = [m for m in pred.measured if not m.used_for_prediction and m.relative_error is not None]
-    labels = [t for tr in measured for t in tr["text"] if t]
+    labels = [t.strip("\u00a0") for tr in measured for t in tr["text"] if t]  # spaced clear of the error bars
     assert labels == [gap_text(m.relative_error) for m in checked]
     assert gap_text(-0.003) == "±0%" and gap_text(0.043) == "+4%" and gap_text(-0.1) == "-10%"
     al = chart_figure(at, "tune_chart_al")

@@ -292,15 +292,19 @@ def test_picks_of_one_k_that_no_drafting_beats_everywhere_export_no_speculative_
         "every concurrency) 113.0: its median sum above the picks' maxes summed). So the export is no drafting.")
 
 
-@pytest.mark.parametrize("sweep_name, drafter, other_hardware", [
-    ("smollm2-code", "ngram lookup 2-4", True),  # confirmed on an AMD EPYC, head to head on an Intel Xeon
-    ("smollm2-chat-f32", "ngram lookup 2-4", False),
+@pytest.mark.parametrize("sweep_name, drafter, confirmation, other_hardware", [
+    ("smollm2-code", "ngram lookup 2-4", None, False),  # confirmed and head to head on Intel Xeons
+    # the code sweep's first confirmation, on an AMD EPYC (the same picks), beside the Xeon head-to-head
+    ("smollm2-code", "ngram lookup 2-4", "confirm/ngram_lookup_2-4/confirmation-amd-epyc/sweep.json", True),
+    ("smollm2-chat-f32", "ngram lookup 2-4", None, False),
 ])
-def test_the_tables_schedule_column_says_it_came_from_the_head_to_head(sweep_name, drafter, other_hardware):
+def test_the_tables_schedule_column_says_it_came_from_the_head_to_head(sweep_name, drafter, confirmation,
+                                                                       other_hardware):
     from specviz.sweep_files import SWEEPS_DIR, load_head_to_heads, load_sweep
 
     folder = SWEEPS_DIR / sweep_name
-    sweep, confirm = load_sweep(folder / "sweep.json"), load_confirmation(folder, drafter)
+    sweep = load_sweep(folder / "sweep.json")
+    confirm = load_sweep(folder / confirmation) if confirmation else load_confirmation(folder, drafter)
     result = tuned(predict(sweep, drafter), sweep, confirm, load_head_to_heads(folder, drafter))
     said = schedule_column_source(result, confirm)
     assert said.startswith("The schedule column was measured in the head-to-head (cpu (")
