@@ -64,8 +64,10 @@ def draw(run, done: bool, area, tick: int) -> None:
     with area.container():
         ui.metrics_row(summarize(run))
         marks = ui_race.versus_live_baseline(run, st.session_state.pg_runs) if done else None
+        # While it runs the rows follow the last 40 steps; once it ended, the timeline chooses them, as for a recording.
         ui.request_view(run.requests[0], ui.run_caption(run), steps=slice(-40, None), chart_key=f"pg_acc_{tick}",
-                        marks=marks, batches=ui.step_batches(run, run.requests[0]))
+                        marks=marks, batches=ui.step_batches(run, run.requests[0]),
+                        timeline_key="pg_timeline" if done else None)
 
 
 def recorded_source() -> None:
@@ -88,7 +90,9 @@ def recorded_source() -> None:
     ui_textbook.formula_expander(run)
 
 
-def local_engine_controls() -> None:
+def local_engine_controls():
+    """The engine controls in the sidebar; returns the slot for the engine's status (engine_status), which is
+    filled once this rerun has started the engine or not."""
     with st.sidebar:
         st.text_input("Target model folder", key="pg_model")
         st.selectbox("Drafting method", PLAYGROUND_METHODS, key="pg_method",
@@ -104,8 +108,12 @@ def local_engine_controls() -> None:
                      help="specviz serves the demo model in float32, where greedy output with drafting is "
                           "identical to the target alone; in bfloat16 near-tied candidates can round the other "
                           "way when k+1 tokens are verified in one pass (the Methods page, 'Is it lossless?')")
-        running = ui.shared_engine().running()
-        st.caption(f"Running: {running.describe()}" if running else "No engine running.")
+        return st.empty()
+
+
+def engine_status(slot) -> None:
+    running = ui.shared_engine().running()
+    slot.caption(f"Running: {running.describe()}" if running else "No engine running.")
 
 
 def attached_controls() -> AttachedServer | None:
@@ -161,9 +169,9 @@ if source == RECORDED:
     recorded_source()
     st.stop()
 
-attached = None
+attached = status_slot = None
 if source == LOCAL:
-    local_engine_controls()
+    status_slot = local_engine_controls()
 else:
     attached = attached_controls()
     if attached is None:
@@ -206,6 +214,8 @@ if race:
             dtype=engine_dtype(st.session_state.pg_dtype), max_tokens=st.session_state.pg_max_tokens,
             temperature=st.session_state.pg_temperature, tokenizer=ui.cached_tokenizer(st.session_state.pg_model))
         ui_race.start_race("pg_live_race_view")
+if status_slot is not None:
+    engine_status(status_slot)
 
 engine_note = st.container()  # the engine's error, when it failed, above the output
 area = st.empty()
