@@ -289,6 +289,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from .sweep_runner import check_grid, run_confirmation
 
     folder = Path(args.sweep)
+    if folder.is_file():
+        folder = _sweep_from_run(folder, args)
+        if isinstance(folder, int):
+            return folder
+    elif args.out or args.concurrency:
+        return _fail("--out and --concurrency are for tuning from a run file; a sweep folder has its own")
     try:
         sweep = load_sweep(folder / "sweep.json")
         names = fixed_k_drafters(sweep)
@@ -349,6 +355,40 @@ def cmd_tune(args: argparse.Namespace) -> int:
               "it would be measured in rounds of its own, after the grid)")
     print(json.dumps({"out": str(out / "sweep.json"), "speculative_config": exported.to_vllm() if exported else None}))
     return 0
+
+
+def _sweep_from_run(path: Path, args: argparse.Namespace) -> Path | int:
+    """`tune RUN_FILE --out DIR`: measure the smallest sweep the tuner predicts from (sweep.grid_from_run) into
+    DIR, the run's user messages written beside it as the prompt set; DIR, or the exit code. Resumable."""
+    from pydantic import ValidationError
+
+    from .sweep import Sweep, SweepError, drafter_label, grid_from_run
+    from .sweep_files import file_stem
+    from .sweep_runner import check_grid, run_sweep
+
+    if not args.out:
+        return _fail("tuning from a run file measures a small sweep first: give --out, a folder for it")
+    try:
+        run = load_run(path)
+        out = Path(args.out)
+        prompts = out / f"{file_stem(run.meta.prompt_set)}.json"
+        grid = grid_from_run(run, str(prompts), concurrencies=args.concurrency, repeats=args.repeats)
+        messages = json.dumps([r.user_message for r in run.requests], ensure_ascii=False, indent=1)
+        if prompts.exists() and prompts.read_text(encoding="utf-8") != messages:
+            return _fail(f"{out} already holds a sweep from another run's prompts ({prompts}): give a new --out")
+        out.mkdir(parents=True, exist_ok=True)
+        prompts.write_text(messages, encoding="utf-8")
+        check_grid(grid)  # before any engine starts
+    except ValidationError as e:
+        return _fail(f"cannot build a sweep from {path}: {e.errors()[0]['msg']}")
+    except (RunFileError, SweepError, ConfigError, PromptSetError, OSError) as e:
+        return _fail(str(e))
+    print(f"measuring the sweep the tuner predicts from into {out}: no drafting and {drafter_label(grid.drafters[0])}"
+          f" at k={grid.num_speculative_tokens[0]}, concurrency {', '.join(map(str, grid.concurrencies))}, "
+          f"{grid.repeats} runs each", file=sys.stderr)
+    sweep = _with_progress(lambda callbacks: run_sweep(grid, out, **callbacks), out,
+                           total=len(Sweep(grid=grid).expected_keys()) * grid.repeats)
+    return sweep if isinstance(sweep, int) else out
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -566,7 +606,11 @@ def main(argv: list[str] | None = None) -> int:
 
     t = sub.add_parser("tune", help="confirm the tuner's picks by measurement and export a per-batch-size "
                                     "num_speculative_tokens schedule; resumable")
-    t.add_argument("sweep", help="a sweep folder (holding sweep.json), e.g. sample_runs/sweeps/smollm2-code")
+    t.add_argument("sweep", help="a sweep folder (holding sweep.json), e.g. sample_runs/sweeps/smollm2-code; or a "
+                                 "run file that drafted at one k, from which a small sweep is measured first (--out)")
+    t.add_argument("--out", help="with a run file: the folder for the sweep measured from it (resumable)")
+    t.add_argument("--concurrency", type=_int_list,
+                   help="with a run file: concurrencies to measure (default 1,2,4,8,16 and the run's own)")
     t.add_argument("--drafter", help="the drafter's label in the sweep (default: its only drafter)")
     t.add_argument("--repeats", type=int, default=3, help="runs per confirmation cell, in rounds")
     t.add_argument("--neighbours", type=int, default=1,

@@ -63,7 +63,7 @@ from pydantic import Field
 from .base import Frozen
 from .config import BatchSizeRange, SpecConfig, describe_spec
 from .prediction import Prediction
-from .sweep import BASELINE, Sweep, SweepCell, SweepGrid, drafter_label
+from .sweep import BASELINE, Sweep, SweepCell, SweepError, SweepGrid, drafter_label
 
 
 class Measured(Frozen):
@@ -133,8 +133,12 @@ def confirmation_candidates(pred: Prediction, neighbours: int = 1) -> dict[int, 
 def confirmation_grid(sweep: Sweep, pred: Prediction, *, repeats: int = 3, neighbours: int = 1,
                       schedules: list[SpecConfig] = ()) -> SweepGrid:
     """The sweep's grid narrowed to the candidates (and the baseline at every concurrency), measured
-    `repeats` times in rounds; `schedules` (a confirmation's picks' schedules) as rows of their own."""
+    `repeats` times in rounds; `schedules` (a confirmation's picks' schedules) as rows of their own.
+    Raises SweepError, with the tuner's reasons, when it predicted no concurrency."""
     candidates = confirmation_candidates(pred, neighbours)
+    if not candidates:
+        raise SweepError("the tuner predicted no concurrency, so there is nothing to confirm: " + "; ".join(
+            f"c={r.concurrency}: {r.reason}" for r in pred.refusals))
     cells_at_k: dict[int, list[int]] = {}
     for c, ks in sorted(candidates.items()):
         for k in ks:

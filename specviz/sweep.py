@@ -28,6 +28,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, computed_field, model_validator
 
+from .acceptance_at_k import MIN_DRAFTED_STEPS
 from .base import Frozen as _Frozen
 from .base import SpecvizError
 from .config import SCHEDULE_FIELD, ConfigError, DraftingFacts, SpecConfig, short_model_name
@@ -315,6 +316,48 @@ def _cell_from_v1(d: dict) -> dict:
                 async_scheduling=False, request_acceptance_lengths=[], request_acceptance=None,
                 num_steps=sum(steps.accepted_histogram) + steps.num_steps_without_drafts)
     return {k: d[k] for k in identity} | {"runs": [run]}
+
+
+
+TUNE_FROM_RUN_CONCURRENCIES = [1, 2, 4, 8, 16]
+
+
+def grid_from_run(run: Run, prompts: str, *, concurrencies: list[int] | None = None, repeats: int = 3) -> SweepGrid:
+    """The smallest sweep the tuner predicts from, for one run that drafted: no drafting and the run's drafter at
+    its k, at each of `concurrencies` (default 1, 2, 4, 8, 16, and the run's own), with the run's target, dtype,
+    output length and sampling; `prompts` is a prompt file holding the run's user messages (the caller writes it).
+
+    Worked: an ngram k=3 run of 8 chat prompts at concurrency 4 -> baseline and ngram (its lookup) at k=3, at
+    c = 1, 2, 4, 8, 16, 16 requests per cell (the 8 prompts cycled), `repeats` runs each: 30 runs.
+    Raises SweepError when the run cannot seed one: no drafting, a k that follows the batch size, requests
+    sent without the chat template (a sweep sends chat messages), or too few drafted steps for a cell of the
+    run's prompts cycled to `num_requests` to reach the tuner's MIN_DRAFTED_STEPS.
+    """
+    spec = run.meta.spec
+    if spec is None:
+        raise SweepError("this run has no drafting (a baseline): give a run that drafted, at the k to tune from")
+    if spec.schedule:
+        raise SweepError("this run's k follows the batch size (num_speculative_tokens_per_batch_size): give a run at "
+                         "one k, the largest you would serve")
+    if any(r.user_message is None for r in run.requests):
+        raise SweepError("this run sent its prompts without the chat template, and a sweep sends chat messages: "
+                         "record the prompts with `specviz record` (chat is its default) and tune from that run")
+    drafter = {key: value for key, value in spec.to_vllm().items() if key != "num_speculative_tokens"}
+    concurrencies = sorted(set(concurrencies or TUNE_FROM_RUN_CONCURRENCIES) | {run.meta.concurrency})
+    num_requests = max(len(run.requests), max(concurrencies))
+    drafted = (run.meta.vllm_counters.num_drafts if not run.meta.traced and run.meta.vllm_counters
+               else count_acceptance([s for r in run.requests for s in r.steps], spec.k).num_drafts)
+    if drafted * num_requests / len(run.requests) < MIN_DRAFTED_STEPS:
+        raise SweepError(
+            f"this run drafted {drafted} times over its {len(run.requests)} request(s), so a cell of {num_requests} "
+            f"requests would draft about {drafted * num_requests // len(run.requests)} times, below the "
+            f"{MIN_DRAFTED_STEPS} the tuner needs: record more requests or longer outputs, and tune from that run")
+    return SweepGrid(target_model=run.meta.target_model, drafters=[drafter], num_speculative_tokens=[spec.k],
+                     concurrencies=concurrencies, prompts=prompts,
+                     num_requests=num_requests, max_tokens=run.meta.max_tokens,
+                     temperature=run.meta.sampling.get("temperature") or 0.0, seed=run.meta.sampling.get("seed") or 0,
+                     dtype=run.meta.dtype or "auto", logprobs=run.meta.sampling.get("logprobs") or 0,
+                     repeats=repeats, traced=run.meta.traced)
 
 
 class Sweep(_Frozen):

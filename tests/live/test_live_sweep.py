@@ -171,3 +171,39 @@ def test_a_schedule_row_drafts_by_batch_size_and_tune_confirms_the_picks(tmp_pat
             {0} | {r.confirmed_k for r in rows})
     else:
         assert head_to_head is None
+
+
+def test_tune_from_one_traced_run_measures_its_sweep_then_confirms_and_exports(tmp_path, capsys):
+    """`specviz tune RUN --out DIR`: from one ngram run at k=3, the sweep the tuner predicts from (no drafting and
+    k=3 at each concurrency, the run's prompts), then the confirmation and the export, with real vLLM."""
+    import json
+
+    import specviz.__main__ as cli
+    from specviz.config import SpecConfig
+    from specviz.demo_model import ensure_demo_model
+    from specviz.prompts import load_prompts
+    from specviz.runfile import save_run
+    from specviz.serving.local import LocalServer
+    from specviz.serving.recording import record
+    from specviz.sweep_files import confirmation_folder
+    from specviz.testing.tiny_models import build_tiny_llama
+
+    target = build_tiny_llama(tmp_path / "target", num_hidden_layers=2, tokenizer_from=ensure_demo_model())
+    spec = SpecConfig.from_dict({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1,
+                                 "prompt_lookup_max": 3})
+    _, prompts = load_prompts("builtin:repetitive")
+    with LocalServer(model=str(target), spec=spec, dtype="float32") as server:
+        server.start()
+        run = record(server, prompts[:4], prompt_set="repetitive", concurrency=2, max_tokens=96)  # >= 30 drafted steps
+    run_file = save_run(run, tmp_path / "ngram-k3.json.gz")
+
+    out = tmp_path / "tuned"
+    assert cli.main(["tune", str(run_file), "--out", str(out), "--concurrency", "1", "--repeats", "1"]) == 0
+    sweep = load_sweep(out / "sweep.json")
+    assert sweep.complete and {(c.drafter, c.num_speculative_tokens, c.concurrency) for c in sweep.cells} == {
+        ("baseline", 0, 1), ("baseline", 0, 2), ("ngram lookup 1-3", 3, 1), ("ngram lookup 1-3", 3, 2)}
+    assert json.loads((out / "repetitive.json").read_text()) == prompts[:4]
+    assert (confirmation_folder(out, "ngram lookup 1-3") / "sweep.json").exists()
+    printed = capsys.readouterr().out
+    assert "Exported:" in printed and "vllm serve" in printed
+    assert "speculative_config" in json.loads(printed.strip().splitlines()[-1])

@@ -162,3 +162,61 @@ def test_a_sweep_refuses_a_schedule_that_is_not_one_before_any_engine_starts(cap
     assert cli.main([*common, "--schedule", over]) == 2
     assert "k=4 in [1, 1, 4] is above num_speculative_tokens=2, and vLLM would silently cap it" in capsys.readouterr().err
     assert not (tmp_path / "s").exists()
+
+
+def test_tune_from_a_run_file_measures_the_sweep_it_predicts_from_first(capsys, tmp_path, monkeypatch):
+    """`tune RUN --out DIR`: no drafting and the run's drafter at its k, with the run's prompts, settings and
+    concurrency; refused before any engine starts for a baseline, a scheduled run or a missing --out."""
+    import json
+
+    import specviz.sweep_runner as sweep_runner
+    from specviz.files import SAMPLE_RUNS_DIR
+    from specviz.runfile import load_run
+    from specviz.sweep import SweepError, grid_from_run
+    from specviz.sweep_files import SWEEPS_DIR
+
+    run_path = SAMPLE_RUNS_DIR / "showcase" / "ngram-k3-edit-c1.json.gz"
+    run = load_run(run_path)
+    grid = grid_from_run(run, "p.json", concurrencies=[2, 4], repeats=2)
+    assert grid.drafters == [{"method": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 4}]
+    assert grid.num_speculative_tokens == [3] and grid.concurrencies == [1, 2, 4]  # the run's own c=1 added
+    assert (grid.target_model, grid.max_tokens, grid.dtype, grid.repeats) == (
+        run.meta.target_model, run.meta.max_tokens, run.meta.dtype, 2)
+    assert grid.num_requests == 4 and grid.prompts == "p.json"  # 2 prompts, cycled up to the largest concurrency
+
+    measured = []
+
+    class Measured(Exception):
+        pass
+
+    def fake_run_sweep(grid, out, **callbacks):
+        measured.append((grid, out))
+        raise Measured
+
+    monkeypatch.setattr(sweep_runner, "run_sweep", fake_run_sweep)
+    out = tmp_path / "tuned"
+    with pytest.raises(Measured):
+        cli.main(["tune", str(run_path), "--out", str(out), "--concurrency", "1,2", "--repeats", "1"])
+    (grid, folder), = measured
+    assert folder == out and grid.concurrencies == [1, 2] and grid.repeats == 1
+    prompts = json.loads((out / "showcase-edit.json").read_text(encoding="utf-8"))
+    assert prompts == [r.user_message for r in run.requests] and grid.prompts == str(out / "showcase-edit.json")
+
+    (out / "showcase-edit.json").write_text('["another prompt"]')  # another run's prompts of the same name
+    assert cli.main(["tune", str(run_path), "--out", str(out)]) == 2
+    assert "already holds a sweep from another run's prompts" in capsys.readouterr().err
+    assert cli.main(["tune", str(run_path)]) == 2
+    assert "give --out" in capsys.readouterr().err
+    assert cli.main(["tune", str(SAMPLE_RUNS_DIR / "showcase" / "baseline-edit-c1.json.gz"), "--out",
+                     str(tmp_path / "b")]) == 2
+    assert "this run has no drafting" in capsys.readouterr().err
+    few = run.model_copy(update={"requests": [r.model_copy(update={"steps": r.steps[:2]}) for r in run.requests[:1]]})
+    with pytest.raises(SweepError, match=r"drafted (\d+) times over its 1 request\(s\), so a cell of 16 requests"):
+        grid_from_run(few, "p.json")  # one drafted step, cycled to 16 requests: 16, too few
+    scheduled = next((SWEEPS_DIR / "smollm2-code" / "confirm" / "ngram_lookup_2-4" / "head-to-head").glob(
+        "*/runs/ngram*-c1.json.gz"))
+    assert cli.main(["tune", str(scheduled), "--out", str(tmp_path / "s")]) == 2
+    assert "k follows the batch size" in capsys.readouterr().err
+    assert not (tmp_path / "b").exists() and not (tmp_path / "s").exists()  # refused before writing anything
+    assert cli.main(["tune", str(SWEEPS_DIR / "smollm2-code"), "--out", str(tmp_path / "x")]) == 2
+    assert "--out and --concurrency are for tuning from a run file" in capsys.readouterr().err

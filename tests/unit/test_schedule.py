@@ -311,3 +311,18 @@ def test_the_tables_schedule_column_says_it_came_from_the_head_to_head(sweep_nam
     assert ("on other hardware" in said) == other_hardware, said
     assert "not against the confirmed column" in said
     assert schedule_column_source(result.model_copy(update={"schedule_measured_in": "confirmation"}), confirm) is None
+
+
+def test_a_prediction_refused_at_every_concurrency_is_said_before_any_confirmation_starts():
+    """A one-run sweep with too few drafted steps once reached the grid as an empty list, and tune printed
+    pydantic's 'List should have at least 1 item'."""
+    from specviz.prediction import TuningRefusal
+    from specviz.sweep import SweepError
+    from specviz.sweep_files import SWEEPS_DIR, load_sweep
+
+    sweep = load_sweep(SWEEPS_DIR / "smollm2-chat-f32" / "sweep.json")
+    refused = predict(sweep, "ngram lookup 2-4").model_copy(update={"rows": [], "refusals": [
+        TuningRefusal(concurrency=c, reason="only 17 drafted steps in the k=3 run (at least 30 needed)")
+        for c in (1, 2)]})
+    with pytest.raises(SweepError, match=r"predicted no concurrency.*c=1: only 17 drafted steps.*c=2: only 17"):
+        confirmation_grid(sweep, refused)
