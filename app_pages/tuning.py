@@ -11,7 +11,14 @@ from specviz.charts import sweeps as sweep_charts
 from specviz.charts import tuning as tuning_charts
 from specviz.config import describe_spec
 from specviz.prediction import fixed_k_drafters, predict, recorded_ks
-from specviz.schedule import export_reason, schedule_verdict, short_of_best, summed_above_schedule, tuned
+from specviz.schedule import (
+    export_reason,
+    schedule_verdict,
+    short_of_best,
+    single_run_caveat,
+    summed_above_schedule,
+    tuned,
+)
 from specviz.serve_command import python_config, serve_command_text
 from specviz.sweep import SweepError
 from specviz.sweep_files import load_confirmation, load_head_to_heads
@@ -84,7 +91,7 @@ else:
         f"At each concurrency the tuner **predicts** the best k from the **{drafter}** run at k={recorded_k}; the "
         f"**confirmed** k is {source}: the best median, or the smallest k whose runs cannot be told apart from it. "
         "Every figure stands beside the **measured baseline**. Output tokens/s; measured figures are medians "
-        f"(min-max) over {runs_per_cell(result)} runs; predicted → measured: the predicted best k, its "
+        f"(min-max) over {runs_per_cell(result)}; predicted → measured: the predicted best k, its "
         "prediction and its measured median; speedup: the confirmed k's median over the baseline's"
         + ("; k=0, idle: the drafter loaded at k=0 (median)." if any(r.idle for r in result.rows) else "."))
     st.dataframe(recommendation_table(result), key="tune_recommend", hide_index=True, column_config={
@@ -108,6 +115,8 @@ else:
                 "config and k = 0 everywhere as none: a k = 0 range is not free (docs/schedule-cost.md).")
     if reason := export_reason(result):
         st.info(reason)
+    if caveat := single_run_caveat(result):
+        st.warning(caveat)
     st.code(serve_command_text(sweep.grid.target_model, result.exported, trace=False), language="bash", wrap_lines=True)
     st.code(python_config(sweep.grid.target_model, result.exported), language="python")
     if result.exported is not None and result.exported.schedule and result.schedule_measured_in is None:

@@ -282,7 +282,15 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from .charts.sweeps import machines, recorded_on
     from .config import describe_spec
     from .prediction import fixed_k_drafters, predict
-    from .schedule import EngineCost, confirmation_grid, export_reason, k_text, schedule_verdict, tuned
+    from .schedule import (
+        EngineCost,
+        confirmation_grid,
+        export_reason,
+        k_text,
+        schedule_verdict,
+        single_run_caveat,
+        tuned,
+    )
     from .serve_command import python_config, serve_command_text
     from .sweep import Sweep, SweepError
     from .sweep_files import confirmation_folder, load_sweep
@@ -335,7 +343,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
                                 for k, by_c in sorted(result.static_beside.items()) if row.concurrency in by_c)
             print(f"  c={row.concurrency:<3} schedule (k={result.schedule.k_at(row.concurrency)}) "
                   f"{row.schedule.short()} · {beside}")
-    for line in [*schedule_verdict(result), export_reason(result) or ""]:
+    for line in [*schedule_verdict(result), export_reason(result) or "", single_run_caveat(result) or ""]:
         if line:
             print("  " + line)
     spent = f"this confirmation {EngineCost.of(confirm.cells).text()}"

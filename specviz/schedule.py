@@ -385,6 +385,22 @@ def schedule_verdict(result: Tuned) -> list[str]:
     return out
 
 
+def single_run_caveat(result: Tuned) -> str | None:
+    """What a reader must know when the picks, the checks or the export rest on cells of one run: no spread was
+    measured, so "within", "below" and "measurably" compare single runs. None when every cell has two or more.
+
+    Worked (tune from one ngram k=5 code run, --repeats 1): the schedule's 33.0 at c=1 read as "below" static
+    k=5's 33.1, and k=4's 166.1 summed as "measurably more" than the schedule's 163.2.
+    """
+    measured = [m for r in result.rows for m in (*r.candidates, r.idle, r.schedule) if m is not None]
+    measured += [m for by_c in result.static_beside.values() for m in by_c.values()]
+    if not measured or min(m.repeats for m in measured) > 1:
+        return None
+    return ("Some cells here are a single run: with no spread measured, the picks, the checks against the static "
+            "configs and the export follow single runs, whose noise they cannot show. `specviz tune --repeats 3` "
+            "measures each cell three times, in rounds.")
+
+
 def static_sums(result: Tuned) -> dict[int, Measured]:
     """Each static config (k; 0: no drafting) measured beside the schedule at every concurrency of its row,
     summed over them."""

@@ -296,8 +296,9 @@ def traced_note(pred: Prediction) -> str | None:
 
 
 def runs_per_cell(result: Tuned) -> str:
-    """'3' or '1, 3': the runs per measured candidate."""
-    return ", ".join(map(str, sorted({m.repeats for r in result.rows for m in r.candidates})))
+    """'3 runs', '1 run' or '1, 3 runs': the runs per measured candidate."""
+    counts = sorted({m.repeats for r in result.rows for m in r.candidates})
+    return ", ".join(map(str, counts)) + (" run" if counts == [1] else " runs")
 
 
 def tune_command(sweep_name: str, drafter: str) -> str:

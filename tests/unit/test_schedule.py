@@ -326,3 +326,19 @@ def test_a_prediction_refused_at_every_concurrency_is_said_before_any_confirmati
         for c in (1, 2)]})
     with pytest.raises(SweepError, match=r"predicted no concurrency.*c=1: only 17 drafted steps.*c=2: only 17"):
         confirmation_grid(sweep, refused)
+
+
+def test_picks_and_checks_on_single_runs_carry_a_caveat():
+    """Tuned from one run with --repeats 1, the verdict called 33.0 'below' 33.1 and a 1.8% higher sum
+    'measurably more': with one run per cell no spread says what is noise."""
+    from specviz.schedule import single_run_caveat
+    from specviz.sweep_files import SWEEPS_DIR, load_head_to_heads, load_sweep
+
+    folder, drafter = SWEEPS_DIR / "smollm2-code", "ngram lookup 2-4"
+    sweep = load_sweep(folder / "sweep.json")
+    result = tuned(predict(sweep, drafter), sweep, load_confirmation(folder, drafter), load_head_to_heads(folder, drafter))
+    assert single_run_caveat(result) is None  # 3 runs in every cell
+    one = result.rows[0].candidates[0].model_copy(update={"repeats": 1})
+    row = result.rows[0].model_copy(update={"candidates": [one, *result.rows[0].candidates[1:]]})
+    caveat = single_run_caveat(result.model_copy(update={"rows": [row, *result.rows[1:]]}))
+    assert caveat.startswith("Some cells here are a single run") and "--repeats 3" in caveat
