@@ -54,3 +54,17 @@ def sample_sweep() -> tuple[str, Sweep]:
     files = list_sweep_files()
     assert files, "sample_runs/sweeps/ must hold at least one recorded sweep"
     return files[0].parent.name, load_sweep(files[0])
+
+
+class EndedGeneration:
+    """Stands in for a LiveGeneration that has ended (by itself, or with its engine dead): follow() gives its
+    one-request run, done."""
+
+    def __init__(self, run) -> None:
+        self.run = run
+
+    def follow(self):
+        yield self.run, True
+
+    def stop(self) -> None:
+        pass

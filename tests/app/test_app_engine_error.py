@@ -2,23 +2,10 @@
 
 from __future__ import annotations
 
-from page_helpers import open_page
+from page_helpers import EndedGeneration, open_page
 from run_builders import ENGINE_DEAD
 
 from specviz.runfile import Run
-
-
-class _FailedGeneration:
-    """Stands in for a LiveGeneration whose engine died: follow() gives the failed one-request run, ended."""
-
-    def __init__(self, run: Run) -> None:
-        self.run = run
-
-    def follow(self):
-        yield self.run, True
-
-    def stop(self) -> None:
-        pass
 
 
 def test_the_playground_shows_the_engines_error_under_a_failed_generation(weather_run):
@@ -27,7 +14,7 @@ def test_the_playground_shows_the_engines_error_under_a_failed_generation(weathe
         "complete": False, "incomplete_reason": ENGINE_DEAD, "run_id": "failed",
         "engine_error": "AssertionError: Synthetic acceptance not supported with CPU sampling"}), "requests": [cut]})
     at = open_page()
-    at.session_state["pg_gen"] = _FailedGeneration(run)
+    at.session_state["pg_gen"] = EndedGeneration(run)
     at.radio(key="pg_source").set_value("Local engine (specviz starts it)").run()
     assert not at.exception, at.exception
     assert any("engine failed during this run" in e.value for e in at.error)

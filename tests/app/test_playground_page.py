@@ -2,7 +2,7 @@
 
 import re
 
-from page_helpers import html_of
+from page_helpers import EndedGeneration, html_of
 
 from specviz.roles import output_roles, step_roles
 from specviz.runfile import SAMPLE_RUNS_DIR, list_run_files, load_run
@@ -89,25 +89,12 @@ def test_step_through_walks_one_step_at_a_time(app):
     assert '"step_prev"' in keys and '"step_next"' in keys and "keydown" in keys
 
 
-class _EndedGeneration:
-    """Stands in for a LiveGeneration that has ended: follow() gives its one-request run, done."""
-
-    def __init__(self, run) -> None:
-        self.run = run
-
-    def follow(self):
-        yield self.run, True
-
-    def stop(self) -> None:
-        pass
-
-
 def test_a_finished_live_generation_offers_every_step_on_its_timeline(app):
     run = load_run(SAMPLE_RUNS_DIR / "showcase" / "ngram-k3-edit-c1.json.gz")
     one = run.model_copy(update={"requests": run.requests[:1]})
     n = len(one.requests[0].steps)
     assert n > 60  # more than the 40 rows a running generation follows
-    app.session_state["pg_gen"] = _EndedGeneration(one)
+    app.session_state["pg_gen"] = EndedGeneration(one)
     app.radio(key="pg_source").set_value("Local engine (specviz starts it)").run()
     assert not app.exception, app.exception
     assert f"Step rows 1–60 of {n}: drag across the timeline to choose others" in [c.value for c in app.caption]
