@@ -325,7 +325,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         return result
     confirm, head_to_head, _ = result
     print(f"{drafter}: predicted from the sweep, confirmed by measurement ({recorded_on(confirm.cells)}; "
-          f"{confirm.grid.repeats} runs per cell, output tokens/s: median (min-max))")
+          f"{confirm.grid.repeats} run{'s' if confirm.grid.repeats > 1 else ''} per cell, output tokens/s: "
+          "median (min-max))")
     result = tuned(pred, sweep, confirm, [head_to_head] if head_to_head else [])
     exported = result.exported
     for row in result.rows:
@@ -335,7 +336,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
             else "")  # a head-to-head's figures stand beside its own static configs, below
         print(f"  c={row.concurrency:<3} predicted k={row.predicted_k} ({row.predicted_output_tokens_per_s:.1f}) · "
               f"confirmed k={row.confirmed_k} {row.confirmed.text()} · baseline {base}{sched}")
-    if result.schedule_measured_in:
+    if result.schedule_measured_in and any(r.schedule for r in result.rows):
         print(f"The picks' schedule side by side, measured in the {result.schedule_measured_in} "
               f"({recorded_on(result.schedule_cells)}):")
         for row in (r for r in result.rows if r.schedule):
@@ -370,8 +371,9 @@ def _sweep_from_run(path: Path, args: argparse.Namespace) -> Path | int:
     DIR, the run's user messages written beside it as the prompt set; DIR, or the exit code. Resumable."""
     from pydantic import ValidationError
 
+    from .config import describe_spec
     from .sweep import Sweep, SweepError, drafter_label, grid_from_run
-    from .sweep_files import file_stem
+    from .sweep_files import file_stem, save_sweep
     from .sweep_runner import check_grid, run_sweep
 
     if not args.out:
@@ -396,7 +398,17 @@ def _sweep_from_run(path: Path, args: argparse.Namespace) -> Path | int:
           f"{grid.repeats} runs each", file=sys.stderr)
     sweep = _with_progress(lambda callbacks: run_sweep(grid, out, **callbacks), out,
                            total=len(Sweep(grid=grid).expected_keys()) * grid.repeats)
-    return sweep if isinstance(sweep, int) else out
+    if isinstance(sweep, int):
+        return sweep
+    if not sweep.notes:  # the pages show them as the sweep's recording notes
+        m = run.meta
+        save_sweep(sweep.model_copy(update={"notes": (
+            f"Measured by `specviz tune {path} --out {out}` from run {m.run_id}: {describe_spec(m.spec)}, prompt set "
+            f"'{m.prompt_set}' ({len(run.requests)} request{'s' if len(run.requests) > 1 else ''}, max {m.max_tokens} "
+            f"tokens) at concurrency "
+            f"{m.concurrency}, recorded {m.created_at} on {m.platform} ({m.device_name}), vLLM {m.vllm_version}. "
+            "Its cells: no drafting and that drafter at that k.")}), out / "sweep.json")
+    return out
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -350,7 +350,7 @@ def grid_from_run(run: Run, prompts: str, *, concurrencies: list[int] | None = N
     if drafted * num_requests / len(run.requests) < MIN_DRAFTED_STEPS:
         raise SweepError(
             f"this run drafted {drafted} times over its {len(run.requests)} request(s), so a cell of {num_requests} "
-            f"requests would draft about {drafted * num_requests // len(run.requests)} times, below the "
+            f"request(s) would draft about {drafted * num_requests // len(run.requests)} times, below the "
             f"{MIN_DRAFTED_STEPS} the tuner needs: record more requests or longer outputs, and tune from that run")
     return SweepGrid(target_model=run.meta.target_model, drafters=[drafter], num_speculative_tokens=[spec.k],
                      concurrencies=concurrencies, prompts=prompts,

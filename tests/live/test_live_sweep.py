@@ -203,6 +203,8 @@ def test_tune_from_one_traced_run_measures_its_sweep_then_confirms_and_exports(t
     assert sweep.complete and {(c.drafter, c.num_speculative_tokens, c.concurrency) for c in sweep.cells} == {
         ("baseline", 0, 1), ("baseline", 0, 2), ("ngram lookup 1-3", 3, 1), ("ngram lookup 1-3", 3, 2)}
     assert json.loads((out / "repetitive.json").read_text()) == prompts[:4]
+    assert sweep.notes.startswith(f"Measured by `specviz tune {run_file} --out {out}` from run {run.meta.run_id}: "
+                                  "ngram k=3, prompt set 'repetitive' (4 requests, max 96 tokens) at concurrency 2")
     assert (confirmation_folder(out, "ngram lookup 1-3") / "sweep.json").exists()
     printed = capsys.readouterr().out
     assert "Exported:" in printed and "vllm serve" in printed

@@ -211,7 +211,7 @@ def test_tune_from_a_run_file_measures_the_sweep_it_predicts_from_first(capsys, 
                      str(tmp_path / "b")]) == 2
     assert "this run has no drafting" in capsys.readouterr().err
     few = run.model_copy(update={"requests": [r.model_copy(update={"steps": r.steps[:2]}) for r in run.requests[:1]]})
-    with pytest.raises(SweepError, match=r"drafted (\d+) times over its 1 request\(s\), so a cell of 16 requests"):
+    with pytest.raises(SweepError, match=r"drafted (\d+) times over its 1 request\(s\), so a cell of 16 request\(s\)"):
         grid_from_run(few, "p.json")  # one drafted step, cycled to 16 requests: 16, too few
     scheduled = next((SWEEPS_DIR / "smollm2-code" / "confirm" / "ngram_lookup_2-4" / "head-to-head").glob(
         "*/runs/ngram*-c1.json.gz"))
