@@ -401,11 +401,10 @@ def _sweep_from_run(path: Path, args: argparse.Namespace) -> Path | int:
     if isinstance(sweep, int):
         return sweep
     if not sweep.notes:  # the pages show them as the sweep's recording notes
-        m = run.meta
+        m, n = run.meta, len(run.requests)
         save_sweep(sweep.model_copy(update={"notes": (
             f"Measured by `specviz tune {path} --out {out}` from run {m.run_id}: {describe_spec(m.spec)}, prompt set "
-            f"'{m.prompt_set}' ({len(run.requests)} request{'s' if len(run.requests) > 1 else ''}, max {m.max_tokens} "
-            f"tokens) at concurrency "
+            f"'{m.prompt_set}' ({n} request{'s' if n > 1 else ''}, max {m.max_tokens} tokens) at concurrency "
             f"{m.concurrency}, recorded {m.created_at} on {m.platform} ({m.device_name}), vLLM {m.vllm_version}. "
             "Its cells: no drafting and that drafter at that k.")}), out / "sweep.json")
     return out

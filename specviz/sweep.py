@@ -318,7 +318,6 @@ def _cell_from_v1(d: dict) -> dict:
     return {k: d[k] for k in identity} | {"runs": [run]}
 
 
-
 TUNE_FROM_RUN_CONCURRENCIES = [1, 2, 4, 8, 16]
 
 
