@@ -46,6 +46,15 @@ def scrape_spec_counters(url: str) -> SpecDecodeCounters | None:
     return parse_spec_counters(r.text)
 
 
+def scrape_members_counters(members: list) -> SpecDecodeCounters | None:
+    """The spec-decode counters of a server's members (Server.members()), added up; None when none speculates
+    or a /metrics page cannot be read."""
+    try:
+        return sum_counters([scrape_spec_counters(m.url) for m in members])
+    except httpx.HTTPError:
+        return None
+
+
 def sum_counters(counters: list[SpecDecodeCounters | None]) -> SpecDecodeCounters | None:
     """Counters of several servers added up; None if none of them speculates."""
     present = [c for c in counters if c is not None]

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 import httpx
 
 from ..runfile import Run, SpecDecodeCounters, Step
-from .counters import counters_delta, scrape_spec_counters, sum_counters
+from .counters import counters_delta, scrape_members_counters
 from .engine_log import failed_on_the_server
 from .recording import apply_chat_template, build_run, sampling_params, token_decoder
 from .server import Server
@@ -71,13 +71,7 @@ class LiveGeneration:
                 self.stopped_by_user = True
 
     def _scrape_counters(self) -> SpecDecodeCounters | None:
-        """vLLM's spec-decode counters summed over the server's members; None without drafting or /metrics."""
-        if self.server.spec is None:
-            return None
-        try:
-            return sum_counters([scrape_spec_counters(m.url) for m in self.server.members()])
-        except httpx.HTTPError:
-            return None
+        return None if self.server.spec is None else scrape_members_counters(self.server.members())
 
     @property
     def done(self) -> bool:

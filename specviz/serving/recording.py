@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from .. import __version__
 from ..runfile import LENIENT, RequestSpecDecodeMetrics, Run, RunMeta, SpecDecodeCounters, Step, first_error
-from .counters import counters_delta, scrape_spec_counters, sum_counters
+from .counters import counters_delta, scrape_members_counters
 from .engine_log import died_reason, engine_gone, failed_on_the_server
 from .server import EngineError, Server
 from .stream import StreamResult, stream_completion
@@ -125,7 +125,7 @@ def record(
         warmup_records = [rec for reader in readers for rec in reader.read_new()]
         if server.spec is not None and (why := placeholder_only_reason(warmup_records)):
             raise EngineError(f"cannot trace this server: {why}")
-        before = _try(lambda: sum_counters([scrape_spec_counters(m.url) for m in members]))
+        before = scrape_members_counters(members)
 
         gone = threading.Event()  # a request's error said the engine is gone: send no more
 
@@ -144,7 +144,7 @@ def record(
         with ThreadPoolExecutor(max_workers=concurrency) as pool:
             sent = list(pool.map(one, range(len(texts))))  # None: not sent, the engine was gone
         results = [res for res in sent if res is not None]
-        after = _try(lambda: sum_counters([scrape_spec_counters(m.url) for m in members])) if server.alive() else None
+        after = scrape_members_counters(members) if server.alive() else None
 
     # The tracer writes a step before its tokens reach the client, so by now every step is on disk.
     records = [rec for reader in readers for rec in reader.read_new()]
@@ -242,13 +242,6 @@ def _engine_error(server: Server) -> str | None:
             return cause
         time.sleep(0.2)
     return None
-
-
-def _try(fn):
-    try:
-        return fn()
-    except httpx.HTTPError:
-        return None
 
 
 def token_decoder(tokenizer) -> Callable[[int], str]:

@@ -159,8 +159,7 @@ class DyingServer:
 def dying(monkeypatch):
     def install(server: DyingServer) -> DyingServer:
         monkeypatch.setattr(recording, "stream_completion", server.complete)
-        monkeypatch.setattr(recording, "scrape_spec_counters", lambda url: {})
-        monkeypatch.setattr(recording, "sum_counters", lambda counters: None)
+        monkeypatch.setattr(recording, "scrape_members_counters", lambda members: None)
         return server
     return install
 
