@@ -295,6 +295,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from .sweep import Sweep, SweepError
     from .sweep_files import confirmation_folder, load_sweep
     from .sweep_runner import check_grid, run_confirmation
+    from .sweep_view import runs_text
 
     folder = Path(args.sweep)
     if folder.is_file():
@@ -315,11 +316,14 @@ def cmd_tune(args: argparse.Namespace) -> int:
             return _fail(f"the tuner cannot predict {drafter}: {whole[0].reason}")
         grid = confirmation_grid(sweep, pred, repeats=args.repeats, neighbours=args.neighbours)
         check_grid(grid)  # before any engine starts
+        if args.head_to_head_repeats is not None and args.head_to_head_repeats < 1:
+            raise ValueError(f"--head-to-head-repeats {args.head_to_head_repeats}: give 1 or more runs per cell")
     except (SweepError, ConfigError, ValueError) as e:
         return _fail(str(e))
     out = confirmation_folder(folder, drafter)
     result = _with_progress(lambda callbacks: run_confirmation(
-        folder, drafter, repeats=args.repeats, neighbours=args.neighbours, sweep=sweep, pred=pred, **callbacks), out,
+        folder, drafter, repeats=args.repeats, neighbours=args.neighbours,
+        head_to_head_repeats=args.head_to_head_repeats, sweep=sweep, pred=pred, **callbacks), out,
         total=(len(Sweep(grid=grid).expected_keys()) + len(grid.concurrencies)) * grid.repeats, then="head-to-head")
     if isinstance(result, int):
         return result
@@ -337,8 +341,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print(f"  c={row.concurrency:<3} predicted k={row.predicted_k} ({row.predicted_output_tokens_per_s:.1f}) · "
               f"confirmed k={row.confirmed_k} {row.confirmed.text()} · baseline {base}{sched}")
     if result.schedule_measured_in and any(r.schedule for r in result.rows):
+        runs = runs_text({len(c.runs) for c in result.schedule_cells})
         print(f"The picks' schedule side by side, measured in the {result.schedule_measured_in} "
-              f"({recorded_on(result.schedule_cells)}):")
+              f"({recorded_on(result.schedule_cells)}; {runs} per cell):")
         for row in (r for r in result.rows if r.schedule):
             beside = " · ".join(f"{k_text(k)} {by_c[row.concurrency].short()}"
                                 for k, by_c in sorted(result.static_beside.items()) if row.concurrency in by_c)
@@ -634,6 +639,9 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--repeats", type=int, default=3, help="runs per confirmation cell, in rounds")
     t.add_argument("--neighbours", type=int, default=1,
                    help="also measure this many k either side of the predicted best (default 1)")
+    t.add_argument("--head-to-head-repeats", type=int,
+                   help="runs per cell of the head-to-head (the picks' schedule beside each static config), "
+                        "which decides the export (default: --repeats)")
     t.set_defaults(fn=cmd_tune)
 
     c = sub.add_parser("check", help="validate a run file and print its summary as JSON")

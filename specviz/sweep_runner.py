@@ -217,7 +217,8 @@ def _measure(grid: SweepGrid, out_dir: Path, sweep: Sweep, *, on_cell, on_engine
 
 
 def run_confirmation(sweep_dir: Path, drafter: str, *, repeats: int = 3, neighbours: int = 1,
-                     sweep: Sweep | None = None, pred=None, **callbacks) -> tuple[Sweep, Sweep | None, SpecConfig | None]:
+                     head_to_head_repeats: int | None = None, sweep: Sweep | None = None, pred=None,
+                     **callbacks) -> tuple[Sweep, Sweep | None, SpecConfig | None]:
     """Measure the cells that decide (schedule.confirmation_grid); where the baseline wins a concurrency, the
     drafter idle as one more row (k = 0 of a schedule, SpecConfig.idle()); pick on measurement; then the
     picks' schedule side by side with no drafting and each picked k, in the same rounds
@@ -225,7 +226,8 @@ def run_confirmation(sweep_dir: Path, drafter: str, *, repeats: int = 3, neighbo
 
     Returns the confirmation sweep, the head-to-head sweep (None when the picks make no schedule: one k or
     none everywhere) and the picks' spec (schedule.Tuned.schedule; None: no drafting pays anywhere; what to
-    export is schedule.tuned's answer). `callbacks` go to run_sweep; `sweep` and `pred` (its
+    export is schedule.tuned's answer). `head_to_head_repeats`: runs per head-to-head cell (default
+    `repeats`; the head-to-head decides the export, so it may want more). `callbacks` go to run_sweep; `sweep` and `pred` (its
     prediction.Prediction for the drafter), when the caller has them already. Raises SweepError when the
     tuner refuses the drafter as a whole.
     """
@@ -249,6 +251,6 @@ def run_confirmation(sweep_dir: Path, drafter: str, *, repeats: int = 3, neighbo
     picked = picks_schedule(pred.spec, {r.concurrency: r.confirmed_k for r in rows})
     if picked is None or not picked.schedule:
         return confirm, None, picked
-    side_by_side = head_to_head_grid(confirm.grid, rows, picked, repeats=repeats)
+    side_by_side = head_to_head_grid(confirm.grid, rows, picked, repeats=head_to_head_repeats or repeats)
     folder = head_to_head_folder(sweep_dir, drafter, schedule_label(picked))
     return confirm, run_sweep(side_by_side, folder, **callbacks), picked

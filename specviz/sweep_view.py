@@ -263,7 +263,9 @@ def schedule_column_source(result: Tuned, picked_on: Sweep) -> str | None:
     if result.schedule_measured_in != "head-to-head":
         return None
     other = sweep_charts.machines(picked_on.cells) != sweep_charts.machines(result.schedule_cells)
-    return (f"The schedule column was measured in the head-to-head ({sweep_charts.recorded_on(result.schedule_cells)}),"
+    runs = runs_text({len(c.runs) for c in result.schedule_cells})
+    return (f"The schedule column was measured in the head-to-head ({sweep_charts.recorded_on(result.schedule_cells)}; "
+            f"{runs} per cell),"
             f" the other columns in the {result.confirmed_by} ({sweep_charts.recorded_on(picked_on.cells)})"
             + (", on other hardware" if other else "")
             + ": set the schedule against the static configs measured beside it (the chart and the verdict below), "
@@ -297,7 +299,12 @@ def traced_note(pred: Prediction) -> str | None:
 
 def runs_per_cell(result: Tuned) -> str:
     """'3 runs', '1 run' or '1, 3 runs': the runs per measured candidate."""
-    counts = sorted({m.repeats for r in result.rows for m in r.candidates})
+    return runs_text({m.repeats for r in result.rows for m in r.candidates})
+
+
+def runs_text(counts) -> str:
+    """Runs per cell: {3} -> '3 runs', {1} -> '1 run', {3, 1} -> '1, 3 runs'."""
+    counts = sorted(counts)
     return ", ".join(map(str, counts)) + (" run" if counts == [1] else " runs")
 
 

@@ -132,6 +132,28 @@ def test_tune_refuses_a_drafter_the_sweep_does_not_have_and_a_folder_without_a_s
     assert "sweep.json: cannot read" in capsys.readouterr().err
 
 
+def test_tune_measures_the_head_to_head_at_its_own_repeats(capsys, monkeypatch):
+    """--head-to-head-repeats: the head-to-head decides the export, so it may get more runs than the
+    confirmation; below 1 it is refused before any engine starts."""
+    from specviz import sweep_runner
+    from specviz.sweep_files import SWEEPS_DIR, load_confirmation
+
+    folder, drafter = SWEEPS_DIR / "smollm2-code", "ngram lookup 2-4"
+    assert cli.main(["tune", str(folder), "--head-to-head-repeats", "0"]) == 2
+    assert "--head-to-head-repeats 0: give 1 or more runs per cell" in capsys.readouterr().err
+    grids = []
+
+    def fake_run_sweep(grid, out, **callbacks):
+        grids.append(grid)
+        return load_confirmation(folder, drafter) if len(grids) == 1 else None
+
+    monkeypatch.setattr(sweep_runner, "run_sweep", fake_run_sweep)
+    sweep_runner.run_confirmation(folder, drafter, repeats=3, head_to_head_repeats=5)
+    assert [g.repeats for g in grids] == [3, 5]
+    assert grids[1].schedules == [{"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_min": 2,
+                                   "prompt_lookup_max": 4, "num_speculative_tokens_per_batch_size": [[1, 1, 5], [2, 16, 4]]}]
+
+
 def test_tunes_progress_bar_counts_the_head_to_head_from_its_own_first_run(capsys, tmp_path):
     """The confirmation's bar once stood at 61/61, 62/62, ... through the whole head-to-head, never saying
     how far it had to go."""
