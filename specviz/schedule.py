@@ -52,8 +52,8 @@ tuner's prediction then only says which k to measure first.
    125.9, 182.4, 230.0 tok/s at c=1..16, 632.8 (622.3-636.0) summed; no drafting 34.2, 60.1, 129.2, 196.5,
    248.0, 667.9 summed: export no speculative config (the schedule measured better at c=2 alone). Code, ngram,
    head-to-head on the AMD EPYC: the schedule 1: k=5 · 2-16: k=4 summed 618.4 against static k=4's 616.2, and
-   at c=1 its 60.1 lies above k=4's 57.0 max: it stays (on the Intel Xeon: 378.9 against 381.9, and at c=1
-   31.7 above k=4's 30.4 max: it stays).
+   at c=1 its 60.1 lies above k=4's 57.0 max: it stays (on the Intel Xeon, 3 runs each: 378.9 against 381.9,
+   and at c=1 31.7 above k=4's 30.4 max: it stays; 5 runs each: 435.7 against 434.8).
 """
 
 from __future__ import annotations
@@ -339,7 +339,7 @@ def schedule_verdict(result: Tuned) -> list[str]:
     and 8; EAGLE-3's k=0 range still runs the drafter (docs/schedule-cost.md). Summed over c=1..16:
     schedule 646.2, no drafting 639.7, static k=1 576.9, k=3 486.2: at or above every single static config.
     A single static config that sums above the schedule is named, and whether its sum lies inside the schedule's
-    runs summed (code, ngram, head-to-head on the Intel Xeon: static k=4 381.9 against the schedule's 378.9
+    runs summed (code, ngram, head-to-head on the Intel Xeon, 3 runs each: static k=4 381.9 against the schedule's 378.9
     (361.9-387.0): 0.8% below it, inside).
     Where a drafting range is short of no drafting and the idle row measured no better than its k (chat in
     float32, EAGLE-3, c=16: k=0 loaded 99.4 against k=1's 101.6), a sentence says k=0 would not close it.
@@ -425,10 +425,12 @@ def short_of_best(result: Tuned) -> list[ConfirmationRow]:
     measured beside it (the confirmed pick where nothing was).
 
     Read one such concurrency with care: two configs that serve alike, 3 runs each, fail this check 1 time in 5
-    (the median of 3 runs below the lowest of 3 others: 4 of the 20 equally likely orderings of 6 runs), more
-    often when the best is picked as the highest median. The code sweep's schedule runs k=4 at batch sizes
-    2-16, as static k=4 does: on the AMD EPYC it measured 0.3% below k=4's spread at c=16, on the Intel Xeon
-    within it at every concurrency."""
+    (the median of 3 runs below the lowest of 3 others: the slowest 2 of the 6 runs both the schedule's, 4 of
+    the 20 equally likely orderings); 5 runs each, 1 time in 12 (the slowest 3 of 10 all the schedule's: 21
+    of 252); at one of 4 such concurrencies or more, 59% and 29%; more often still when the
+    best is picked as the highest median. The code sweep's schedule runs k=4 at batch sizes 2-16, as static
+    k=4 does: on the AMD EPYC it measured 0.3% below k=4's spread at c=16; on the Intel Xeon, 3 runs each,
+    within it at every concurrency; 5 runs each, 0.2 tok/s below it at c=8."""
     return [r for r in result.rows if r.schedule and r.schedule.output_tokens_per_s
             < (best_beside(result, r.concurrency) or r.confirmed).low]
 

@@ -205,7 +205,7 @@ def test_a_static_config_the_measured_schedule_beats_nowhere_is_exported_instead
     k4 = {1: m(4, 56.9, 54.1, 57.0), 2: m(4, 100.0, 86.4, 100.5), 4: m(4, 136.7, 108.6, 139.3),
           8: m(4, 156.1, 154.3, 163.7), 16: m(4, 166.6, 165.5, 178.8)}
     assert replacing_config(code, {4: k4}) is None
-    # the same, head to head on the Intel Xeon: k=4 sums 381.9 against the schedule's 378.9, but not above its
+    # the same, head to head on the Intel Xeon (3 runs each): k=4 sums 381.9 against the schedule's 378.9, but not above its
     # maxes summed (387.0), and at c=1 the schedule's 31.7 lies above k=4's max 30.4: it stays
     xeon = {1: m(5, 31.7, 29.7, 32.0), 2: m(4, 49.3, 48.3, 49.8), 4: m(4, 73.0, 69.8, 75.8),
             8: m(4, 101.0, 96.6, 103.7), 16: m(4, 123.9, 117.5, 125.8)}
