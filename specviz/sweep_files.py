@@ -2,7 +2,7 @@
 
     save_sweep(sweep, Path("sample_runs/sweeps/code/sweep.json"))     # .part first, then renamed over the file
     load_sweep("sample_runs/sweeps/code/sweep.json")                 # -> Sweep; SweepError says why one is refused
-    list_sweep_files()                 # [sample_runs/sweeps/code/sweep.json, ...]: one sweep per folder, by name
+    list_sweep_files()                 # [sample_runs/sweeps/smollm2-code/sweep.json, ...]: one per folder, showcase first
     confirmation_folder("sample_runs/sweeps/code", "ngram lookup 2-4")
     -> sample_runs/sweeps/code/confirm/ngram_lookup_2-4/      (`specviz tune` keeps the drafter's confirmation there)
     head_to_head_folder("sample_runs/sweeps/code", "ngram lookup 2-4", "ngram lookup 2-4 k by batch 1:5 2-16:4")
@@ -23,6 +23,9 @@ from .sweep import SWEEP_FILE_KIND, SWEEP_SCHEMA_VERSION, Sweep, SweepError
 
 READABLE_SWEEP_SCHEMA_VERSIONS = (1, 2, 3)
 SWEEPS_DIR = SAMPLE_RUNS_DIR / "sweeps"  # the recorded sweeps the pages list
+# The sweep the pages open on: the Playground's showcase workload (code), in the demo model's default dtype,
+# with the tuner's schedule measured beside every static k. The others follow by name.
+SHOWCASE_SWEEP = "smollm2-code"
 
 
 def save_sweep(sweep: Sweep, path: Path) -> Path:
@@ -75,5 +78,5 @@ def load_head_to_heads(sweep_dir: str | Path, drafter: str) -> list[Sweep]:
 
 
 def list_sweep_files(folder: Path = SWEEPS_DIR) -> list[Path]:
-    """Recorded sweeps: `<folder>/<name>/sweep.json`, sorted by name."""
-    return sorted(folder.glob("*/sweep.json"))
+    """Recorded sweeps: `<folder>/<name>/sweep.json`, SHOWCASE_SWEEP first, then by name."""
+    return sorted(folder.glob("*/sweep.json"), key=lambda p: (p.parent.name != SHOWCASE_SWEEP, p.parent.name))
