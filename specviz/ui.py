@@ -160,6 +160,8 @@ def request_view(req: Request, caption: str, *, steps: slice | None = None, char
     left, right = container.columns([3, 2])
     left.markdown("**Output, coloured by where each token came from**")
     left.markdown(render.output_html(req, marks), unsafe_allow_html=True)
+    if end := render.output_end(req):
+        left.caption(end)
     acc = count_acceptance(req.steps)
     if acc.num_drafts:
         right.plotly_chart(acceptance_per_position(acc, f"this request's {acc.num_drafts} verify steps with drafts; "

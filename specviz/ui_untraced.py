@@ -44,6 +44,8 @@ def untraced_request_view(req: Request, caption: str, *, container=st, chart_key
     left.markdown("**Output, coloured by where each token came from** (from vLLM's per-step counts; no tracer)")
     left.markdown(render.untraced_output_html(placed.steps, marks) if placed.steps else
                   render.chunks_html(req.stream_chunks), unsafe_allow_html=True)
+    if end := render.output_end(req):
+        left.caption(end)
     acc = arrays_acceptance(m, k=m.num_spec_tokens)
     if acc.num_drafts:
         right.plotly_chart(acceptance_per_position(acc, caption), key=chart_key, width="stretch")

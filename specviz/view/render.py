@@ -140,6 +140,18 @@ def output_html(request: Request, marks: dict[int, str] | None = None) -> str:
     return pieces_html(output_roles(request), marks=marks)
 
 
+def output_end(request: Request) -> str | None:
+    """Why the output stops where it does, when the text alone cannot tell: cut at the request's output
+    limit (mid-line, often) or aborted; None when the model ended it, or while the request runs.
+    320 tokens, finish_reason 'length' -> 'Output limit reached: 320 tokens (max_tokens); the model had not finished.'"""
+    n = len(request.output_token_ids)
+    if request.finish_reason == "length":
+        return f"Output limit reached: {n} tokens (max_tokens); the model had not finished."
+    if request.finish_reason == "abort":
+        return f"Stopped after {n} tokens: the request was aborted before the model finished."
+    return None
+
+
 def pieces_html(pieces: Sequence[tuple[str, Role]], newest: int = 0, shown: int | None = None,
                 marks: dict[int, str] | None = None) -> str:
     """Output pieces (text, role) as output_html draws them; the last `newest` of the first `shown` (all by

@@ -4,7 +4,7 @@ from run_builders import make_scheduled_run, make_step
 
 from specviz.roles import output_roles, step_roles
 from specviz.runfile import Step, draft_batches
-from specviz.view.render import output_html, pieces_html, step_html, steps_html, visible
+from specviz.view.render import output_end, output_html, pieces_html, step_html, steps_html, visible
 
 
 def _texts(step: Step, drafts: list[str], sampled: list[str]) -> Step:
@@ -103,3 +103,15 @@ def test_step_rows_show_each_steps_k_and_for_a_schedule_the_batch_it_was_propose
     static = steps_html(weather_run.requests[0].steps)  # k does not follow the batch: no batch shown
     assert re.findall(r'class="sv-stepk"[^>]*>([^<]*)<', static) == ["k=0", "k=4", "k=3"]
     assert "sv-stepk" not in step_html(req.steps[1])  # the worked example's single step: chips only
+
+
+def test_output_end_says_why_an_output_stops_mid_line(weather_run):
+    """The showcase's output stops mid-signature ('def describe_discount_custom(items, tax_rate') at its
+    320-token limit, with nothing to say it was cut there."""
+    req = weather_run.requests[0]
+    n = len(req.output_token_ids)
+    assert output_end(req.model_copy(update={"finish_reason": "length"})) == (
+        f"Output limit reached: {n} tokens (max_tokens); the model had not finished.")
+    assert output_end(req.model_copy(update={"finish_reason": "abort"})).startswith(f"Stopped after {n} tokens")
+    assert output_end(req.model_copy(update={"finish_reason": "stop"})) is None
+    assert output_end(req.model_copy(update={"finish_reason": None})) is None  # still running, or cut off
