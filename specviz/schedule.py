@@ -58,6 +58,8 @@ tuner's prediction then only says which k to measure first.
 
 from __future__ import annotations
 
+import math
+
 from pydantic import Field
 
 from .base import Frozen
@@ -359,6 +361,13 @@ def schedule_verdict(result: Tuned) -> list[str]:
     else:
         out.append(f"At every concurrency measured the schedule's median lies within or above the spread of the best "
                    f"static config measured beside it ({where}).")
+    if same_k := [r for r in short if result.schedule.k_at(r.concurrency) == best[r.concurrency].k > 0]:
+        runs = {m.repeats for r in same_k for m in (r.schedule, best[r.concurrency])}
+        chance = alike_miss_chance(runs.pop()) if len(runs) == 1 else None
+        out.append("At concurrency " + ", ".join(str(r.concurrency) for r in same_k) + " the schedule serves the k of "
+                   "the static config beside it; the two differ only at the smaller batches a cell passes through as its "
+                   "requests finish." + (f" Two configs that serve alike, {chance[0]} runs each, fall below each other's "
+                                         f"spread like this 1 time in {chance[1]}." if chance else ""))
     if any(result.schedule.k_at(r.concurrency) == 0 for r in short):
         out.append("Where its k is 0 the schedule drafts nothing but still serves with the speculative config, and "
                    "that cost this much here (docs/schedule-cost.md measures it by itself).")
@@ -424,7 +433,7 @@ def short_of_best(result: Tuned) -> list[ConfirmationRow]:
     """The concurrencies where the schedule's measured median lies below the spread of the best static config
     measured beside it (the confirmed pick where nothing was).
 
-    Read one such concurrency with care: two configs that serve alike, 3 runs each, fail this check 1 time in 5
+    Read one such concurrency with care (alike_miss_chance): two configs that serve alike, 3 runs each, fail this check 1 time in 5
     (the median of 3 runs below the lowest of 3 others: the slowest 2 of the 6 runs both the schedule's, 4 of
     the 20 equally likely orderings); 5 runs each, 1 time in 12 (the slowest 3 of 10 all the schedule's: 21
     of 252); at one of 4 such concurrencies or more, 59% and 29%; more often still when the
@@ -433,6 +442,16 @@ def short_of_best(result: Tuned) -> list[ConfirmationRow]:
     within it at every concurrency; 5 runs each, 0.2 tok/s below it at c=8."""
     return [r for r in result.rows if r.schedule and r.schedule.output_tokens_per_s
             < (best_beside(result, r.concurrency) or r.confirmed).low]
+
+
+def alike_miss_chance(runs: int) -> tuple[int, int] | None:
+    """How often short_of_best flags one of two configs that serve alike, `runs` runs each, as (runs, 1 in N):
+    when the slowest (runs + 1) // 2 of all 2 * runs runs are all its own, every ordering equally likely.
+    3 -> (3, 5): 4 of 20 orderings; 5 -> (5, 12): 21 of 252. None for an even count, whose median is a mean."""
+    if runs % 2 == 0:
+        return None
+    below = (runs + 1) // 2
+    return runs, round(math.comb(2 * runs, runs) / math.comb(2 * runs - below, runs - below))
 
 
 def k_text(k: int) -> str:
