@@ -369,6 +369,15 @@ def open_sweep(path: Path, name: str) -> tuple[Sweep, pd.DataFrame] | None:
     return sweep, table
 
 
+def sweep_quietly(path: Path) -> Sweep | None:
+    """The sweep at `path` (cached as open_sweep's), or None if unreadable; shows nothing: for a search over
+    every recorded sweep, where open_sweep would print each one's notes."""
+    try:
+        return _sweep_and_table(str(path), path.stat().st_mtime_ns)[0]
+    except (SweepError, OSError):
+        return None
+
+
 def keep_valid(key: str, options: list, default=None) -> None:
     """Replace a remembered choice that the current options no longer hold (another sweep was chosen) by
     `default` (the first option when None). Set, not deleted: a deleted key let the browser keep showing the

@@ -118,7 +118,7 @@ def _pick_sweep(run: Run | None) -> tuple[Sweep, pd.DataFrame, str, str, int] | 
     a, b, c = st.columns(3)
     ui.keep_valid("textbook_sweep", list(paths))
     if "textbook_sweep" not in st.session_state and run is not None:
-        opened = {n: o[0] for n, p in paths.items() if (o := ui.open_sweep(p, n)) is not None}
+        opened = {n: sweep for n, p in paths.items() if (sweep := ui.sweep_quietly(p)) is not None}
         closest = textbook.closest_drafter(opened, run.meta.method, run.meta.num_speculative_tokens)
         if closest is not None:
             st.session_state.textbook_sweep, st.session_state.textbook_drafter = closest

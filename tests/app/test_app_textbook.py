@@ -81,6 +81,14 @@ def test_the_section_compares_the_formula_with_a_sweep_and_gives_break_even_alph
     assert chart_figure(methods, "textbook_break_even")["layout"]["title"]["text"].startswith("Break-even α per k")
 
 
+def test_the_section_shows_the_chosen_sweeps_notes_alone(methods):
+    """Looking for the sweep closest to the run once printed every recorded sweep's notes above the chosen one's."""
+    name = methods.selectbox(key="textbook_sweep").value
+    notes = [c.value for c in methods.caption if c.value.startswith("Recording notes (")]
+    sweep = load_sweep({p.parent.name: p for p in list_sweep_files()}[name])
+    assert notes == [f"Recording notes ({name}): {sweep.notes}"], [n[:60] for n in notes]
+
+
 def test_choosing_another_drafter_and_k_changes_the_comparison(methods):
     first = list(_table(methods, "formula speedup")["formula speedup"])
     drafters = methods.selectbox(key="textbook_drafter").options
