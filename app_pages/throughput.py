@@ -61,7 +61,13 @@ top = st.columns([3, 3, 2, 2])
 name_a = top[0].selectbox("Sweep (sample_runs/sweeps/)", names, key="tp_sweep")
 name_b = top[1].selectbox("Compare with", [NONE, *[n for n in names if n != name_a]], key="tp_compare",
                           help="Show the same charts for a second sweep beside the first.")
-loaded_a = ui.open_sweep(paths[name_a], name_a)
+path_a, sources = paths[name_a], ui_sweeps.measured_in(paths[name_a])
+if len(sources) > 1:  # the tuner's schedules, each measured head to head with the static configs
+    source = st.radio("Cells measured in", list(sources), horizontal=True, key=f"tp_source:{name_a}")
+    if source != ui_sweeps.GRID:
+        st.caption(ui_sweeps.HEAD_TO_HEAD_CAPTION)
+        path_a, name_a = sources[source], f"{name_a} head-to-head"
+loaded_a = ui.open_sweep(path_a, name_a)
 if loaded_a is None:
     st.stop()
 loaded_b = ui.open_sweep(paths[name_b], name_b) if name_b != NONE else None

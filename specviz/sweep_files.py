@@ -3,6 +3,7 @@
     save_sweep(sweep, Path("sample_runs/sweeps/code/sweep.json"))     # .part first, then renamed over the file
     load_sweep("sample_runs/sweeps/code/sweep.json")                 # -> Sweep; SweepError says why one is refused
     list_sweep_files()                 # [sample_runs/sweeps/smollm2-code/sweep.json, ...]: one per folder, showcase first
+    list_head_to_head_files("sample_runs/sweeps/code")  # its head-to-heads, every drafter's
     confirmation_folder("sample_runs/sweeps/code", "ngram lookup 2-4")
     -> sample_runs/sweeps/code/confirm/ngram_lookup_2-4/      (`specviz tune` keeps the drafter's confirmation there)
     head_to_head_folder("sample_runs/sweeps/code", "ngram lookup 2-4", "ngram lookup 2-4 k by batch 1:5 2-16:4")
@@ -75,6 +76,12 @@ def head_to_head_folder(sweep_dir: str | Path, drafter: str, schedule: str) -> P
 def load_head_to_heads(sweep_dir: str | Path, drafter: str) -> list[Sweep]:
     """The drafter's head-to-head sweeps (schedule.head_to_head_grid), one per schedule measured, by folder name."""
     return [load_sweep(p) for p in sorted((confirmation_folder(sweep_dir, drafter) / "head-to-head").glob("*/sweep.json"))]
+
+
+def list_head_to_head_files(sweep_dir: str | Path) -> list[Path]:
+    """Every head-to-head `specviz tune` measured for the sweep in `sweep_dir`, every drafter's, by folder name:
+    `<sweep>/confirm/<drafter>/head-to-head/<schedule>/sweep.json`."""
+    return sorted((Path(sweep_dir) / "confirm").glob("*/head-to-head/*/sweep.json"))
 
 
 def list_sweep_files(folder: Path = SWEEPS_DIR) -> list[Path]:

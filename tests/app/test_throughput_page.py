@@ -118,3 +118,27 @@ def test_throughput_page_warns_of_a_row_measured_after_the_rest(tmp_path, monkey
     assert not at.exception, at.exception
     [warning] = [w.value for w in at.warning if "rounds of their own" in w.value]
     assert f"{drafter} k={k} (2027-01-01 00:00-00:00 UTC)" in warning and "new --out folder" in warning
+
+
+def test_throughput_page_draws_a_head_to_head_the_schedule_beside_the_static_k():
+    """What to build 4: the Throughput page draws the baseline, each static k and the schedule per concurrency.
+    The recorded schedules live in their head-to-heads (the same rounds as the static configs), not in the grids."""
+    from specviz import ui_sweeps
+    from specviz.sweep_files import SWEEPS_DIR, load_sweep
+
+    at = open_page(THROUGHPUT)
+    name, _ = sample_sweep()
+    radio = at.radio(key=f"tp_source:{name}")
+    head_to_head = next(o for o in radio.options if o.startswith("head-to-head: "))
+    assert radio.value == ui_sweeps.GRID
+    assert ui_sweeps.HEAD_TO_HEAD_CAPTION not in [c.value for c in at.caption]
+    radio.set_value(head_to_head).run()
+    assert not at.exception, at.exception
+    assert ui_sweeps.HEAD_TO_HEAD_CAPTION in [c.value for c in at.caption]
+    measured = load_sweep(ui_sweeps.measured_in(SWEEPS_DIR / name / "sweep.json")[head_to_head])
+    speedup = chart_figure(at, "tp_chart_speedup_a")
+    schedule = next(t for t in speedup["data"] if t["meta"]["role"] == "schedule")
+    assert len(schedule["x"]) == len(measured.grid.concurrencies)
+    statics = {t["meta"]["k"] for t in speedup["data"] if t["meta"]["role"] == "measured"}
+    assert statics == set(measured.grid.num_speculative_tokens)
+    assert [t for t in speedup["data"] if t["meta"]["role"] == "baseline"]
