@@ -6,7 +6,8 @@ Without arguments: every sweep under sample_runs/sweeps/. For each drafter the a
 k comes from its cell at the largest k (K) at each concurrency, and the time per target pass from
 the step cost fitted across all the sweep's cells (`specviz.prediction.predict`). Its cells at smaller k
 were measured too and serve as the truth. Printed, with each sweep's provenance:
-  1. the step-cost fit: its terms, R² and median relative error over the cells;
+  1. how far a cell's runs spread about their median, then the step-cost fit: its terms, R² and median
+     relative error over the cells;
   2. per predicted cell (k < K): mean acceptance length, tokens per target pass L(k) (both L models
      of specviz.prediction), time per pass and output tokens/s, predicted against measured (median and
      min-max over the cell's runs), and the prediction with that cell left out of the fit, so an
@@ -85,6 +86,9 @@ def report(sweep: Sweep, folder: Path, name: str, totals: Totals) -> None:
     print(f"  concurrency: {', '.join(str(c) for c in sorted({c.concurrency for c in cells}))} · cells: {len(cells)} "
           f"· runs per cell: {', '.join(str(r) for r in sorted({c.repeats for c in cells}))} · traced: "
           f"{', '.join(str(t) for t in sorted({c.traced for c in cells}))} · complete: {sweep.complete}")
+    if spread := run_to_run_spread(cells):
+        print(f"  run-to-run spread: ±{spread[0]:.1%} (half a cell's min-max range over its median; the median over "
+              f"{spread[1]} cells)")
     by_key = {(c.drafter, c.num_speculative_tokens, c.concurrency): c for c in cells}
     fit = fit_step_cost(cells)
     if isinstance(fit, str):
@@ -263,6 +267,14 @@ def _schedule_against_static(schedule, rows: dict, by_key: dict, drafter: str, p
             + (f" · BEATEN by k={beaten}{noise}" if beaten else " · at or above every static k"))
     totals.schedules.append(line)
     print(f"    summed: {line}")
+
+
+def run_to_run_spread(cells) -> tuple[float, int] | None:
+    """The median over cells of two or more runs of (max - min) / 2 / median output tokens/s, and how many
+    cells: what a prediction error is to be read against. Runs at 30, 32, 33 -> 0.047 for that cell."""
+    widths = [(max(v) - min(v)) / 2 / statistics.median(v) for c in cells
+              if len(v := [r.output_tokens_per_s for r in c.runs]) > 1]
+    return (statistics.median(widths), len(widths)) if widths else None
 
 
 def main(argv: list[str] | None = None) -> int:
