@@ -433,13 +433,13 @@ def short_of_best(result: Tuned) -> list[ConfirmationRow]:
     """The concurrencies where the schedule's measured median lies below the spread of the best static config
     measured beside it (the confirmed pick where nothing was).
 
-    Read one such concurrency with care (alike_miss_chance): two configs that serve alike, 3 runs each, fail this check 1 time in 5
-    (the median of 3 runs below the lowest of 3 others: the slowest 2 of the 6 runs both the schedule's, 4 of
-    the 20 equally likely orderings); 5 runs each, 1 time in 12 (the slowest 3 of 10 all the schedule's: 21
-    of 252); at one of 4 such concurrencies or more, 59% and 29%; more often still when the
-    best is picked as the highest median. The code sweep's schedule runs k=4 at batch sizes 2-16, as static
-    k=4 does: on the AMD EPYC it measured 0.3% below k=4's spread at c=16; on the Intel Xeon, 3 runs each,
-    within it at every concurrency; 5 runs each, 0.2 tok/s below it at c=8."""
+    Read one such concurrency with care (alike_miss_chance): two configs that serve alike fail this check 1
+    time in 5 at 3 runs each (the median of 3 below the lowest of 3 others: the slowest 2 of the 6 runs both
+    the schedule's, 4 of the 20 equally likely orderings), 1 time in 12 at 5 runs each (21 of 252); at one
+    of 4 such concurrencies or more, 59% and 29% of the time; more often still when the best is picked as
+    the highest median. The code sweep's schedule runs k=4 at batch sizes 2-16, as static k=4 does: on the
+    AMD EPYC it measured 0.3% below k=4's spread at c=16; on the Intel Xeon, 3 runs each, within it at every
+    concurrency; 5 runs each, 0.2 tok/s below it at c=8."""
     return [r for r in result.rows if r.schedule and r.schedule.output_tokens_per_s
             < (best_beside(result, r.concurrency) or r.confirmed).low]
 

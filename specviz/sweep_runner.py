@@ -227,9 +227,9 @@ def run_confirmation(sweep_dir: Path, drafter: str, *, repeats: int = 3, neighbo
     Returns the confirmation sweep, the head-to-head sweep (None when the picks make no schedule: one k or
     none everywhere) and the picks' spec (schedule.Tuned.schedule; None: no drafting pays anywhere; what to
     export is schedule.tuned's answer). `head_to_head_repeats`: runs per head-to-head cell (default
-    `repeats`; the head-to-head decides the export, so it may want more). `callbacks` go to run_sweep; `sweep` and `pred` (its
-    prediction.Prediction for the drafter), when the caller has them already. Raises SweepError when the
-    tuner refuses the drafter as a whole.
+    `repeats`; the head-to-head decides the export, so it may want more). `callbacks` go to run_sweep;
+    `sweep` and `pred` (its prediction.Prediction for the drafter), when the caller has them already.
+    Raises SweepError when the tuner refuses the drafter as a whole.
     """
     from .prediction import predict
     from .schedule import confirmation_grid, confirmation_rows, head_to_head_grid, needs_idle_row, picks_schedule, schedule_label

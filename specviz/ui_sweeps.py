@@ -18,14 +18,7 @@ NO_SWEEPS = ("No recorded sweeps in `sample_runs/sweeps/`. Record one (the basel
 HEAD_TO_HEAD_CAPTION = ("A head-to-head from `specviz tune`: the tuner's schedule (its k follows the batch size: the row "
                         "named 'k by batch') measured beside no drafting and each k it picked, in the same rounds. "
                         "The Tuning page shows it against its sweep's predictions and exports it.")
-
-
 GRID = "the sweep's grid (every k)"
-
-
-def is_head_to_head(path: Path) -> bool:
-    """Whether the sweep file at `path` is a head-to-head (sweep_files.head_to_head_folder), not a sweep's grid."""
-    return path.parent.parent.name == "head-to-head"
 
 
 def recorded_sweeps() -> dict[str, Path]:
