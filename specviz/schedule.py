@@ -363,11 +363,11 @@ def schedule_verdict(result: Tuned) -> list[str]:
                    f"static config measured beside it ({where}).")
     if same_k := [r for r in short if result.schedule.k_at(r.concurrency) == best[r.concurrency].k > 0]:
         runs = {m.repeats for r in same_k for m in (r.schedule, best[r.concurrency])}
-        chance = alike_miss_chance(runs.pop()) if len(runs) == 1 else None
+        one_in = alike_miss_chance(min(runs)) if len(runs) == 1 else None
         out.append("At concurrency " + ", ".join(str(r.concurrency) for r in same_k) + " the schedule serves the k of "
                    "the static config beside it; the two differ only at the smaller batches a cell passes through as its "
-                   "requests finish." + (f" Two configs that serve alike, {chance[0]} runs each, fall below each other's "
-                                         f"spread like this 1 time in {chance[1]}." if chance else ""))
+                   "requests finish." + (f" Two configs that serve alike, {min(runs)} runs each, fall below each other's "
+                                         f"spread like this 1 time in {one_in}." if one_in else ""))
     if any(result.schedule.k_at(r.concurrency) == 0 for r in short):
         out.append("Where its k is 0 the schedule drafts nothing but still serves with the speculative config, and "
                    "that cost this much here (docs/schedule-cost.md measures it by itself).")
@@ -444,14 +444,14 @@ def short_of_best(result: Tuned) -> list[ConfirmationRow]:
             < (best_beside(result, r.concurrency) or r.confirmed).low]
 
 
-def alike_miss_chance(runs: int) -> tuple[int, int] | None:
-    """How often short_of_best flags one of two configs that serve alike, `runs` runs each, as (runs, 1 in N):
-    when the slowest (runs + 1) // 2 of all 2 * runs runs are all its own, every ordering equally likely.
-    3 -> (3, 5): 4 of 20 orderings; 5 -> (5, 12): 21 of 252. None for an even count, whose median is a mean."""
+def alike_miss_chance(runs: int) -> int | None:
+    """How often short_of_best flags one of two configs that serve alike, `runs` runs each, as N in "1 time in
+    N": when the slowest (runs + 1) // 2 of all 2 * runs runs are all its own, every ordering equally likely.
+    3 -> 5 (4 of 20 orderings); 5 -> 12 (21 of 252). None for an even count, whose median is a mean."""
     if runs % 2 == 0:
         return None
     below = (runs + 1) // 2
-    return runs, round(math.comb(2 * runs, runs) / math.comb(2 * runs - below, runs - below))
+    return round(math.comb(2 * runs, runs) / math.comb(2 * runs - below, runs - below))
 
 
 def k_text(k: int) -> str:
