@@ -7,6 +7,7 @@ figures. Pure: data in, plotly figure out; pages only place them.
 from __future__ import annotations
 
 import math
+import textwrap
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -121,8 +122,14 @@ def sweep_caption(table: pd.DataFrame, *, concurrency: int | None = None, model:
     return " · ".join(parts)
 
 
+TITLE_WIDTH = 64  # characters of the bold title on one line: a half-width chart at 1280 px holds about this many
+
+
 def _title(title: str, caption: str, width: int = 100) -> dict:
-    """Title with the caption below it, broken at a ' · ' into lines of about `width` characters."""
+    """Title with the caption below it, broken at a ' · ' into lines of about `width` characters. A title longer
+    than TITLE_WIDTH breaks between words ('Acceptance per draft position: ngram lookup 2-4 k by batch 1:5
+    2-16:4 at concurrency 1' ran off a 1280 px page)."""
+    title = "<br>".join(textwrap.wrap(title, TITLE_WIDTH, break_long_words=False, break_on_hyphens=False)) or title
     lines, line = [], ""
     for part in caption.split(" · "):
         if line and len(line) + 3 + len(part) > width:

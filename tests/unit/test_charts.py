@@ -329,3 +329,16 @@ def test_tuning_gap_labels_part_where_curves_meet_and_one_acceptance_curve_is_dr
     assert [t.name for t in fig.data if (t.meta or {}).get("role") == "predicted"] == ["concurrency 1, 2, 4, 8, 16"]
     assert len([t for t in tuning_charts.tuning_acceptance(bf16, "caption").data
                 if (t.meta or {}).get("role") == "predicted"]) == 5
+
+
+def test_a_long_chart_title_breaks_between_words_instead_of_running_off_the_page():
+    """'Acceptance per draft position: ngram lookup 2-4 k by batch 1:5 2-16:4 at concurrency 1' was cut at
+    'concurrenc' on a 1280 px Throughput page."""
+    from specviz.charts.sweeps import TITLE_WIDTH, acceptance_per_position_vs_reference
+
+    fig = acceptance_per_position_vs_reference([0.9, 0.8], "ngram lookup 2-4 k by batch 1:5 2-16:4 at concurrency 1",
+                                               "CPU figures · concurrency 1")
+    title = fig.layout.title.text.split("<br><sup>")[0]
+    lines = title.split("<br>")
+    assert len(lines) == 2 and all(len(line) <= TITLE_WIDTH for line in lines), lines
+    assert " ".join(lines) == "Acceptance per draft position: ngram lookup 2-4 k by batch 1:5 2-16:4 at concurrency 1"
