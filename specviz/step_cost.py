@@ -100,7 +100,9 @@ def fit_step_cost(cells: list[SweepCell]) -> StepCostFit | str:
     if len(concurrencies) >= 3 and len(points) >= len(terms) + 3:
         for knee in np.arange(1.5, concurrencies[-1], 0.5):
             tried = _fit_at_knee(points, terms, float(knee))
-            if not isinstance(tried, str) and tried[0] < best[0] * (1 - 1e-9):
+            # knees that fit alike down to rounding (exact data fits every knee between two measured
+            # concurrencies) keep the smallest: the float noise in their errors must not pick one
+            if not isinstance(tried, str) and tried[0] < best[0] * (1 - 1e-9) - 1e-12:
                 best = tried
     _, fit = best
     return fit
