@@ -39,7 +39,9 @@ READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4)
 RUN_FILE_KIND = "specviz.run"
 
 
-LENIENT = {"lenient": True}  # validation context of an invalid run: types are checked, invariants are not
+# Validation context of a run the recorder (or the reader) found invalid: types are checked, invariants are not,
+# so its steps are kept as recorded. A file never chooses it: load_run checks every file's invariants first.
+LENIENT = {"lenient": True}
 
 
 def _lenient(info: ValidationInfo) -> bool:
@@ -259,7 +261,7 @@ class Run(Frozen):
 
     @model_validator(mode="after")
     def _check(self, info: ValidationInfo) -> Run:
-        if _lenient(info) or self.meta.invalid_reason:
+        if _lenient(info):
             return self
         ids = [r.request_id for r in self.requests]
         if len(ids) != len(set(ids)):
@@ -268,8 +270,9 @@ class Run(Frozen):
             raise ValueError("a complete run has no incomplete_reason")
         spec = self.meta.spec
         if spec is None:
-            if any(s.draft_token_ids for r in self.requests for s in r.steps):
-                raise ValueError("a baseline run (no drafting: meta.spec is null) has steps with drafts")
+            if any(s.draft_token_ids or s.num_padded_drafts for r in self.requests for s in r.steps):
+                raise ValueError("a baseline run (no drafting: meta.spec is null) has steps with drafts or padded "
+                                 "draft slots")
             return self
         k = spec.num_speculative_tokens
         batches = draft_batches(self.requests) if spec.schedule else {}
@@ -347,12 +350,25 @@ def load_run(source: str | Path | bytes) -> Run:
     name = "<uploaded>" if isinstance(source, bytes) else str(source)
     doc = read_versioned_json(source, kind=RUN_FILE_KIND, versions=READABLE_SCHEMA_VERSIONS, error=RunFileError,
                               label="run", name=name)
-    meta = doc.get("meta")
-    invalid = isinstance(meta, dict) and bool(meta.get("invalid_reason"))
     try:
-        return Run.model_validate(doc, context=LENIENT if invalid else None)
+        return Run.model_validate(doc)  # every file's invariants, whatever its meta says about itself
+    except ValidationError as e:
+        broken = e
+    meta = doc.get("meta")
+    claimed = meta.get("invalid_reason") if isinstance(meta, dict) else None
+    if not (isinstance(claimed, str) and claimed.strip()):
+        raise RunFileError(f"{name}: invalid run file {first_error(broken)}") from broken
+    # The recorder saved it marked invalid, with its steps as recorded: read them for inspection (types checked),
+    # under the violation this reader found, not only the one the file states.
+    try:
+        run = Run.model_validate(doc, context=LENIENT)
     except ValidationError as e:
         raise RunFileError(f"{name}: invalid run file {first_error(e)}") from e
+    found = broken.errors()[0]["msg"]
+    if found in claimed:  # the recorder's own words (first_error of the same check)
+        return run
+    reason = f"the reader finds it breaks an invariant {first_error(broken)} (the file's own reason: {claimed})"
+    return run.model_copy(update={"meta": run.meta.model_copy(update={"invalid_reason": reason})})
 
 
 def run_json_schema() -> dict:
