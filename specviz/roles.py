@@ -58,10 +58,13 @@ def committed_chip(step: Step, j: int) -> int:
     return j + rejected_before
 
 
-def output_roles(request: Request) -> list[tuple[str, Role]]:
-    """Each committed token of a request with where it came from (accepted draft, correction, bonus, plain)."""
+def output_roles(request: Request, limit: int | None = None) -> list[tuple[str, Role]]:
+    """Each committed token of a request (its first `limit`, if given) with where it came from (accepted draft,
+    correction, bonus, plain)."""
     out: list[tuple[str, Role]] = []
     for s in request.steps:
+        if limit is not None and len(out) >= limit:
+            return out[:limit]
         texts = _texts(s.sampled_texts, s.sampled_token_ids)
         texts = [*texts, *(str(t) for t in s.committed_token_ids[len(texts):])]  # an invalid run's may commit more
         for j in range(len(s.committed_token_ids)):
@@ -72,7 +75,7 @@ def output_roles(request: Request) -> list[tuple[str, Role]]:
             else:
                 role = "bonus" if s.all_accepted else "correction"
             out.append((texts[j], role))
-    return out
+    return out if limit is None else out[:limit]
 
 
 def untraced_step_roles(step: UntracedStep) -> list[tuple[str, Role]]:

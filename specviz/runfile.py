@@ -30,7 +30,7 @@ from pydantic import Field, ValidationError, ValidationInfo, model_validator
 
 from .base import Frozen, SpecvizError
 from .config import DraftingFacts, SpecConfig
-from .files import SAMPLE_RUNS_DIR, first_error, read_versioned_json
+from .files import SAMPLE_RUNS_DIR, first_error, max_run_steps, read_versioned_json, too_many_steps
 
 # 4: the drafting is one typed spec (meta.spec); 3: the target's top logprobs per output token and the dtype;
 # 2: padded slots. 1-3 still read.
@@ -348,8 +348,22 @@ def run_bytes(run: Run, gz: bool = True) -> bytes:
 def load_run(source: str | Path | bytes) -> Run:
     """Read a run from a path or from the bytes of a file; raise RunFileError saying what is wrong."""
     name = "<uploaded>" if isinstance(source, bytes) else str(source)
+    try:
+        cap = max_run_steps()
+    except ValueError as e:
+        raise RunFileError(f"{name}: {e}") from None
+
+    def few_enough_records(raw: bytes) -> None:
+        # Before parsing (parsing costs ten times the JSON's size): every step and stream chunk has a "time_s" key,
+        # and that text can only be a key (a string's quotes are escaped). Whitespace before the colon escapes this
+        # count; the exact count after parsing does not.
+        if (found := raw.count(b'"time_s":')) > cap:
+            raise RunFileError(too_many_steps(name, found, cap))
+
     doc = read_versioned_json(source, kind=RUN_FILE_KIND, versions=READABLE_SCHEMA_VERSIONS, error=RunFileError,
-                              label="run", name=name)
+                              label="run", name=name, check_raw=few_enough_records)
+    if (found := _step_records(doc)) > cap:
+        raise RunFileError(too_many_steps(name, found, cap))
     try:
         return Run.model_validate(doc)  # every file's invariants, whatever its meta says about itself
     except ValidationError as e:
@@ -369,6 +383,18 @@ def load_run(source: str | Path | bytes) -> Run:
         return run
     reason = f"the reader finds it breaks an invariant {first_error(broken)} (the file's own reason: {claimed})"
     return run.model_copy(update={"meta": run.meta.model_copy(update={"invalid_reason": reason})})
+
+
+def _step_records(doc: dict) -> int:
+    """Steps, stream chunks and vLLM's per-step counts in a parsed run file (not yet validated: any shape)."""
+    def length(node, key: str) -> int:
+        value = node.get(key) if isinstance(node, dict) else None
+        return len(value) if isinstance(value, list) else 0
+
+    requests = doc.get("requests")
+    return sum(length(r, "steps") + length(r, "stream_chunks")
+               + length(r.get("spec_decode_metrics"), "per_step_accepted") for r in requests if isinstance(r, dict)
+               ) if isinstance(requests, list) else 0
 
 
 def run_json_schema() -> dict:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from run_builders import make_run, make_step
 
 from specviz.__main__ import CHECK_INCOMPLETE, main
@@ -36,8 +37,6 @@ def test_an_unreadable_file_still_exits_2_and_an_invalid_one_1(tmp_path, capsys)
 
 
 def test_checks_help_names_the_exit_codes(capsys):
-    try:
+    with pytest.raises(SystemExit):
         main(["check", "--help"])
-    except SystemExit:
-        pass
     assert "3: valid but incomplete" in capsys.readouterr().out
