@@ -62,6 +62,10 @@ from .metrics import Acceptance
 from .runfile import Request, RequestSpecDecodeMetrics
 
 Placement = Literal["exact", "approximate", "unaligned", "no arrays"]
+# The most (verify steps) x (steps without drafts) place_steps tiles for one request, so that a file cannot make a
+# visitor's page slow: 300 x 300 in merged chunks took 1.7 s on a busy 2-core CPU, 2,000 x 2,000 took 21 s.
+# A 320-token request of the sample runs is at most about 160 x 160.
+PLACEMENT_BUDGET = 150_000
 # Drafters that run a model at every decode step: after the prefill every step of theirs verifies drafts
 # (a preempted request that resumes recomputes without drafts, which the tiling then finds by itself)
 MODEL_DRAFTERS = ("draft_model", "eagle", "eagle3")
@@ -158,6 +162,12 @@ def place_steps(req: Request, k: int | None = None, method: str | None = None) -
     sizes = [len(c.token_ids) for c in req.stream_chunks]
     if not sizes:
         return _without_steps("unaligned", "the request streamed no tokens", accepted, drafted)
+    # The tiling's work is (verify steps) x (steps without drafts): bounded, so that no file costs a visitor more.
+    if (work := len(accepted) * (max(0, sum(sizes) - sum(a + 1 for a in accepted)) + 1)) > PLACEMENT_BUDGET:
+        return _without_steps("unaligned", f"too long to place on the stream: {len(accepted):,} verify steps by "
+                              f"{work // len(accepted) - 1:,} steps without drafts is over specviz's {PLACEMENT_BUDGET:,} "
+                              "placements per request (the counts per step are vLLM's own, shown without their "
+                              "tokens)", accepted, drafted)
     k = k if k is not None else max(drafted, default=0)
     rules = dict(first_may_be_padded=bool(accepted) and accepted[0] == 0 and drafted[0] == k,
                  may_stop_inside_last=req.finish_reason in STOPPED_BY_THE_ENGINE)

@@ -40,3 +40,23 @@ def test_a_bad_step_cap_is_refused_and_the_default_holds_every_sample_run(monkey
     monkeypatch.setenv(MAX_RUN_STEPS_ENV, "many")
     with pytest.raises(RunFileError, match="SPECVIZ_MAX_RUN_STEPS='many' is not a positive whole number"):
         load_run(run_bytes(long_run(2)))
+
+
+def test_vllms_per_step_arrays_too_long_to_place_are_shown_as_counts_at_once():
+    import time
+
+    from test_untraced_steps import untraced_request
+
+    from specviz.untraced_steps import PLACEMENT_BUDGET, place_steps
+
+    n = 2000  # each chunk merges a verify step and a step without drafts: 2,000 x 2,000 placements took 21 s
+    accepted = [i % 4 for i in range(n)]
+    chunks, token = [], 0
+    for a in accepted:
+        chunks.append(list(range(token, token + a + 2)))
+        token += a + 2
+    started = time.perf_counter()
+    placed = place_steps(untraced_request(chunks, accepted, [3] * n), 3, "ngram")
+    assert time.perf_counter() - started < 1.0
+    assert placed.placement == "unaligned" and placed.steps == []
+    assert f"over specviz's {PLACEMENT_BUDGET:,} placements per request" in placed.why
