@@ -59,4 +59,4 @@ def test_vllms_per_step_arrays_too_long_to_place_are_shown_as_counts_at_once():
     placed = place_steps(untraced_request(chunks, accepted, [3] * n), 3, "ngram")
     assert time.perf_counter() - started < 1.0
     assert placed.placement == "unaligned" and placed.steps == []
-    assert f"over specviz's {PLACEMENT_BUDGET:,} placements per request" in placed.why
+    assert f"more than specviz's {PLACEMENT_BUDGET:,} places per request" in placed.why
