@@ -146,9 +146,12 @@ def start_attached_generation(server: AttachedServer) -> None:
     if not server.alive():
         st.error(f"{server.url} does not answer /health any more. Is the server still running?")
         return
-    st.session_state.pg_gen = LiveGeneration(
-        server, st.session_state.pg_prompt, max_tokens=st.session_state.pg_max_tokens,
-        temperature=st.session_state.pg_temperature, tokenizer=server.tokenizer()).start()
+    try:  # the server's /tokenize applies the chat template when its model is not on this machine
+        st.session_state.pg_gen = LiveGeneration(
+            server, st.session_state.pg_prompt, max_tokens=st.session_state.pg_max_tokens,
+            temperature=st.session_state.pg_temperature, tokenizer=server.tokenizer()).start()
+    except AttachError as e:
+        st.error(str(e))
 
 
 init_state()

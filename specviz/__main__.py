@@ -415,6 +415,13 @@ def _sweep_from_run(path: Path, args: argparse.Namespace) -> Path | int:
     return out
 
 
+# `specviz check`'s exit codes (README, "The command line"): 0 valid and complete; 1 invalid (breaks its invariants,
+# or its steps disagree with vLLM's counters); 2 unreadable (not a run file, corrupt, too large); 3 valid but
+# incomplete (the engine died or the recording was stopped: meta.incomplete_reason says why).
+CHECK_INCOMPLETE = 3
+CHECK_EXIT_CODES = "exit 0: valid and complete; 1: invalid; 2: unreadable; 3: valid but incomplete"
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from .metrics import summarize
 
@@ -439,6 +446,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         return _fail(f"INVALID run: {run.meta.invalid_reason}", 1)
     if summary.counters_match is False:
         return _fail("the run's step records disagree with vLLM's own spec-decode counters", 1)
+    if not run.meta.complete:
+        return _fail(f"INCOMPLETE run: {run.meta.incomplete_reason or 'no reason recorded'}", CHECK_INCOMPLETE)
     return 0
 
 
@@ -644,7 +653,8 @@ def main(argv: list[str] | None = None) -> int:
                         "which decides the export (default: --repeats)")
     t.set_defaults(fn=cmd_tune)
 
-    c = sub.add_parser("check", help="validate a run file and print its summary as JSON")
+    c = sub.add_parser("check", help=f"validate a run file and print its summary as JSON ({CHECK_EXIT_CODES})",
+                       description=f"Validate a run file and print its summary as JSON. {CHECK_EXIT_CODES}.")
     c.add_argument("file")
     c.set_defaults(fn=cmd_check)
 

@@ -265,7 +265,10 @@ class DraftingFacts:
         if "spec" in data:
             return data
         data = {k: v for k, v in data.items() if k not in ("method", "num_speculative_tokens")}
-        data["spec"] = SpecConfig.from_recorded(data.pop("speculative_config", None))
+        try:
+            data["spec"] = SpecConfig.from_recorded(data.pop("speculative_config", None))
+        except (TypeError, KeyError, ValueError) as e:  # raised as ValueError: pydantic says where, as for any field
+            raise ValueError(f"speculative_config is not a speculative config as vLLM takes it ({e!r})") from None
         return data
 
 

@@ -15,7 +15,7 @@ import io
 import json
 import os
 import zlib
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -26,6 +26,9 @@ SAMPLE_RUNS_DIR = REPO_DIR / "sample_runs"
 
 MAX_RUN_MB_ENV = "SPECVIZ_MAX_RUN_MB"  # the largest run/sweep file specviz reads, inflated, in MiB
 DEFAULT_MAX_RUN_MB = 256  # see max_file_bytes()
+
+MAX_RUN_STEPS_ENV = "SPECVIZ_MAX_RUN_STEPS"  # the most step records one run file may hold (see max_run_steps)
+DEFAULT_MAX_RUN_STEPS = 100_000
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _CHUNK = 256 << 10  # inflate this much at a time
@@ -49,6 +52,35 @@ def max_file_bytes() -> int:
     if not mib > 0 or mib == float("inf"):
         raise ValueError(f"{MAX_RUN_MB_ENV}={text!r} is not a positive number of MiB")
     return int(mib * (1 << 20))
+
+
+def max_run_steps() -> int:
+    """The most step records (engine steps, stream chunks and vLLM's per-step counts, together) one run file may
+    hold: SPECVIZ_MAX_RUN_STEPS, default 100,000.
+
+    What a visitor's upload may cost is set by its records, not its bytes: one request of 200,000 one-token steps
+    is 1.7 MB gzipped, inside the size cap, but took 5.7 s and 722 MB to check and 45 s to draw before this cap.
+    A run records at most about two per output token (a step and a chunk), so 100,000 holds a concurrency-64
+    run of 64 x 512 tokens (65,536 records at most); the sample runs hold at most 1,600 steps.
+    """
+    text = os.environ.get(MAX_RUN_STEPS_ENV, "").strip()
+    if not text:
+        return DEFAULT_MAX_RUN_STEPS
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ValueError(f"{MAX_RUN_STEPS_ENV}={text!r} is not a positive whole number of step records")
+    return n
+
+
+def too_many_steps(name: str, found: int, cap: int) -> str:
+    """The refusal of a run over max_run_steps(), saying how to raise the cap."""
+    return (f"{name}: holds {found:,} step records (engine steps, stream chunks and per-step counts); specviz reads "
+            f"at most {cap:,} per run ({MAX_RUN_STEPS_ENV}), so that no file costs the app more than that to open. "
+            f"If it is a real run, raise the limit, e.g. {MAX_RUN_STEPS_ENV}={max(2 * found, cap)} before "
+            "`python -m specviz` or `streamlit run`")
 
 
 def _size(n: int) -> str:
@@ -130,12 +162,14 @@ STANDARD_WORDING = Wording()
 
 def read_versioned_json(source: str | Path | bytes, *, kind: str, versions: Collection[int] | None,
                         error: type[Exception], label: str, name: str | None = None,
-                        wording: Wording = STANDARD_WORDING) -> dict[str, Any]:
+                        wording: Wording = STANDARD_WORDING,
+                        check_raw: Callable[[bytes], None] | None = None) -> dict[str, Any]:
     """Read a specviz file (a path or a file's bytes; gzip or plain, capped), parse it and check that its
     "kind" is `kind` and, unless `versions` is None, that its "schema_version" is one of `versions`.
 
     Returns the JSON object for the caller to validate; every refusal raises `error` with a message
     that starts with the file's name (`name`, default: the path, or "<uploaded>" for bytes).
+    `check_raw` sees the (inflated) bytes before they are parsed, to refuse what parsing would make expensive.
     """
     name = name or _source_name(source)
     words: dict[str, Any] = {"name": name, "source": _source_name(source), "label": label, "kind": kind}
@@ -145,6 +179,8 @@ def read_versioned_json(source: str | Path | bytes, *, kind: str, versions: Coll
         raise error(wording.missing.format(**words, reason=e.strerror or e, error=e)) from e
     except OSError as e:
         raise error(wording.unreadable.format(**words, reason=e.strerror or e, error=e)) from e
+    if check_raw is not None:
+        check_raw(raw)
     try:
         doc = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:

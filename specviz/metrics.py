@@ -57,14 +57,17 @@ def count_acceptance(steps: list[Step], k: int | None = None, *, padded: bool = 
     drafted = [s for s in steps if (s.verified if padded else s.draft_token_ids)]
     slots = [s.num_drafts + (s.num_padded_drafts if padded else 0) for s in drafted]
     width = k if k is not None else max(slots, default=0)
-    per_pos = [0] * width
-    for s in drafted:
-        for j in range(s.num_accepted):
+    # A step accepts at most its drafts, at most k in a valid run. An invalid run, read as recorded for
+    # inspection, may claim more: it is counted up to its drafts, in as many positions as it drafted.
+    accepted = [min(s.num_accepted, s.num_drafts) for s in drafted]
+    per_pos = [0] * max(width, max(accepted, default=0))
+    for n in accepted:
+        for j in range(n):
             per_pos[j] += 1
     return Acceptance(
         num_drafts=len(drafted),
         num_draft_tokens=sum(slots),
-        num_accepted_tokens=sum(s.num_accepted for s in drafted),
+        num_accepted_tokens=sum(accepted),
         num_accepted_tokens_per_pos=per_pos,
     )
 
@@ -256,12 +259,13 @@ class StepFigures(Frozen):
 
 
 def step_figures(run: Run) -> StepFigures:
-    k = run.meta.num_speculative_tokens
+    k = run.meta.num_speculative_tokens or 0
     steps = [s for r in run.requests for s in r.steps]
-    histogram = [0] * (k + 1)
-    for s in steps:
-        if s.draft_token_ids:
-            histogram[s.num_accepted] += 1
+    # k + 1 bins; an invalid run read as recorded may draft more than k, and claim more accepted than drafted
+    accepted = [min(s.num_accepted, s.num_drafts) for s in steps if s.draft_token_ids]
+    histogram = [0] * (max([k, *accepted]) + 1)
+    for n in accepted:
+        histogram[n] += 1
     engine_steps = sorted({(s.engine_step, s.time_s) for s in steps})
     step_time = None
     if len(engine_steps) > 1:

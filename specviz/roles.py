@@ -18,14 +18,25 @@ from .untraced_steps import UntracedStep
 
 Role = Literal["accepted", "rejected", "correction", "discarded", "bonus", "plain", "padded"]
 PAD_TEXT = "pad"  # the text of a slot vLLM padded a step with (no drafter proposed it)
+# vLLM pads with num_speculative_tokens slots; a row shows at most this many (an invalid run may claim any number)
+MAX_PAD_CHIPS = 64
+
+
+def _texts(texts: list[str], ids: list[int]) -> list[str]:
+    """The decoded texts of `ids`, or the ids themselves when the texts were not recorded (or do not match them)."""
+    return texts if len(texts) == len(ids) else [str(t) for t in ids]
 
 
 def step_roles(step: Step) -> list[tuple[str, Role]]:
-    """(text, role) for each chip of a step's row, in display order."""
-    drafts = step.draft_texts or [str(t) for t in step.draft_token_ids]
-    sampled = step.sampled_texts or [str(t) for t in step.sampled_token_ids]
-    n = step.num_accepted
-    padding: list[tuple[str, Role]] = [(PAD_TEXT, "padded")] * step.num_padded_drafts
+    """(text, role) for each chip of a step's row, in display order.
+
+    A step of an invalid run (read as recorded) may claim more accepted drafts than it has drafts or
+    sampled tokens: its row shows what the lists hold (n clamped to them), never an index past their end.
+    """
+    drafts = _texts(step.draft_texts, step.draft_token_ids)
+    sampled = _texts(step.sampled_texts, step.sampled_token_ids)
+    n = max(0, min(step.num_accepted, len(drafts), len(sampled) - 1))
+    padding: list[tuple[str, Role]] = [(PAD_TEXT, "padded")] * min(step.num_padded_drafts, MAX_PAD_CHIPS)
     if not step.draft_token_ids:
         return [(sampled[0], "plain"), *padding]
     out: list[tuple[str, Role]] = [(t, "accepted") for t in drafts[:n]]
@@ -47,11 +58,15 @@ def committed_chip(step: Step, j: int) -> int:
     return j + rejected_before
 
 
-def output_roles(request: Request) -> list[tuple[str, Role]]:
-    """Each committed token of a request with where it came from (accepted draft, correction, bonus, plain)."""
+def output_roles(request: Request, limit: int | None = None) -> list[tuple[str, Role]]:
+    """Each committed token of a request (its first `limit`, if given) with where it came from (accepted draft,
+    correction, bonus, plain)."""
     out: list[tuple[str, Role]] = []
     for s in request.steps:
-        texts = s.sampled_texts or [str(t) for t in s.sampled_token_ids]
+        if limit is not None and len(out) >= limit:
+            return out[:limit]
+        texts = _texts(s.sampled_texts, s.sampled_token_ids)
+        texts = [*texts, *(str(t) for t in s.committed_token_ids[len(texts):])]  # an invalid run's may commit more
         for j in range(len(s.committed_token_ids)):
             if not s.draft_token_ids:
                 role: Role = "plain"
@@ -60,7 +75,7 @@ def output_roles(request: Request) -> list[tuple[str, Role]]:
             else:
                 role = "bonus" if s.all_accepted else "correction"
             out.append((texts[j], role))
-    return out
+    return out if limit is None else out[:limit]
 
 
 def untraced_step_roles(step: UntracedStep) -> list[tuple[str, Role]]:

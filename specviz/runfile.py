@@ -30,7 +30,7 @@ from pydantic import Field, ValidationError, ValidationInfo, model_validator
 
 from .base import Frozen, SpecvizError
 from .config import DraftingFacts, SpecConfig
-from .files import SAMPLE_RUNS_DIR, first_error, read_versioned_json
+from .files import SAMPLE_RUNS_DIR, first_error, max_run_steps, read_versioned_json, too_many_steps
 
 # 4: the drafting is one typed spec (meta.spec); 3: the target's top logprobs per output token and the dtype;
 # 2: padded slots. 1-3 still read.
@@ -39,7 +39,9 @@ READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4)
 RUN_FILE_KIND = "specviz.run"
 
 
-LENIENT = {"lenient": True}  # validation context of an invalid run: types are checked, invariants are not
+# Validation context of a run the recorder (or the reader) found invalid: types are checked, invariants are not,
+# so its steps are kept as recorded. A file never chooses it: load_run checks every file's invariants first.
+LENIENT = {"lenient": True}
 
 
 def _lenient(info: ValidationInfo) -> bool:
@@ -259,7 +261,7 @@ class Run(Frozen):
 
     @model_validator(mode="after")
     def _check(self, info: ValidationInfo) -> Run:
-        if _lenient(info) or self.meta.invalid_reason:
+        if _lenient(info):
             return self
         ids = [r.request_id for r in self.requests]
         if len(ids) != len(set(ids)):
@@ -268,8 +270,9 @@ class Run(Frozen):
             raise ValueError("a complete run has no incomplete_reason")
         spec = self.meta.spec
         if spec is None:
-            if any(s.draft_token_ids for r in self.requests for s in r.steps):
-                raise ValueError("a baseline run (no drafting: meta.spec is null) has steps with drafts")
+            if any(s.draft_token_ids or s.num_padded_drafts for r in self.requests for s in r.steps):
+                raise ValueError("a baseline run (no drafting: meta.spec is null) has steps with drafts or padded "
+                                 "draft slots")
             return self
         k = spec.num_speculative_tokens
         batches = draft_batches(self.requests) if spec.schedule else {}
@@ -345,14 +348,53 @@ def run_bytes(run: Run, gz: bool = True) -> bytes:
 def load_run(source: str | Path | bytes) -> Run:
     """Read a run from a path or from the bytes of a file; raise RunFileError saying what is wrong."""
     name = "<uploaded>" if isinstance(source, bytes) else str(source)
-    doc = read_versioned_json(source, kind=RUN_FILE_KIND, versions=READABLE_SCHEMA_VERSIONS, error=RunFileError,
-                              label="run", name=name)
-    meta = doc.get("meta")
-    invalid = isinstance(meta, dict) and bool(meta.get("invalid_reason"))
     try:
-        return Run.model_validate(doc, context=LENIENT if invalid else None)
+        cap = max_run_steps()
+    except ValueError as e:
+        raise RunFileError(f"{name}: {e}") from None
+
+    def few_enough_records(raw: bytes) -> None:
+        # Before parsing (parsing costs ten times the JSON's size): every step and stream chunk has a "time_s" key,
+        # and that text can only be a key (a string's quotes are escaped). Whitespace before the colon escapes this
+        # count; the exact count after parsing does not.
+        if (found := raw.count(b'"time_s":')) > cap:
+            raise RunFileError(too_many_steps(name, found, cap))
+
+    doc = read_versioned_json(source, kind=RUN_FILE_KIND, versions=READABLE_SCHEMA_VERSIONS, error=RunFileError,
+                              label="run", name=name, check_raw=few_enough_records)
+    if (found := _step_records(doc)) > cap:
+        raise RunFileError(too_many_steps(name, found, cap))
+    try:
+        return Run.model_validate(doc)  # every file's invariants, whatever its meta says about itself
+    except ValidationError as e:
+        broken = e
+    meta = doc.get("meta")
+    claimed = meta.get("invalid_reason") if isinstance(meta, dict) else None
+    if not (isinstance(claimed, str) and claimed.strip()):
+        raise RunFileError(f"{name}: invalid run file {first_error(broken)}") from broken
+    # The recorder saved it marked invalid, with its steps as recorded: read them for inspection (types checked),
+    # under the violation this reader found, not only the one the file states.
+    try:
+        run = Run.model_validate(doc, context=LENIENT)
     except ValidationError as e:
         raise RunFileError(f"{name}: invalid run file {first_error(e)}") from e
+    found = broken.errors()[0]["msg"]
+    if found in claimed:  # the recorder's own words (first_error of the same check)
+        return run
+    reason = f"the reader finds it breaks an invariant {first_error(broken)} (the file's own reason: {claimed})"
+    return run.model_copy(update={"meta": run.meta.model_copy(update={"invalid_reason": reason})})
+
+
+def _step_records(doc: dict) -> int:
+    """Steps, stream chunks and vLLM's per-step counts in a parsed run file (not yet validated: any shape)."""
+    def length(node, key: str) -> int:
+        value = node.get(key) if isinstance(node, dict) else None
+        return len(value) if isinstance(value, list) else 0
+
+    requests = doc.get("requests")
+    return sum(length(r, "steps") + length(r, "stream_chunks")
+               + length(r.get("spec_decode_metrics"), "per_step_accepted") for r in requests if isinstance(r, dict)
+               ) if isinstance(requests, list) else 0
 
 
 def run_json_schema() -> dict:

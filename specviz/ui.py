@@ -6,7 +6,9 @@ race), ui_textbook.py (the formulas) and ui_untraced.py (the step view without t
 
 from __future__ import annotations
 
+import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
@@ -98,10 +100,36 @@ def cached_tokenizer(model: str):
     return load_tokenizer(model)
 
 
-@st.cache_data(show_spinner=False)
+# What one visitor's files may hold in the app server: a few parsed runs, each under runfile's caps (size and
+# SPECVIZ_MAX_RUN_STEPS), dropped an hour after their last use. A Run is frozen, so every session shares the one
+# object: st.cache_data would unpickle a copy per session and rerun (four sessions once took the server from
+# 281 MB to 3.37 GB with one 200,000-step file).
+RUN_CACHE_ENTRIES = 4
+RUN_CACHE_TTL_S = 3600
+
+
+@st.cache_resource(show_spinner=False, max_entries=RUN_CACHE_ENTRIES, ttl=RUN_CACHE_TTL_S)
 def run_from_bytes(data: bytes) -> Run:
     """A run file's bytes (an upload or a sample) as a Run, parsed once per content."""
     return load_run(data)
+
+
+_summaries: OrderedDict[int, tuple[Run, Summary]] = OrderedDict()
+_summaries_lock = threading.Lock()
+
+
+def summary_of(run: Run) -> Summary:
+    """summarize(run), once per Run object (the entry holds the run, so its id is not reused while cached)."""
+    with _summaries_lock:
+        if (hit := _summaries.get(id(run))) is not None and hit[0] is run:
+            _summaries.move_to_end(id(run))
+            return hit[1]
+    summary = summarize(run)
+    with _summaries_lock:
+        _summaries[id(run)] = (run, summary)
+        while len(_summaries) > 2 * RUN_CACHE_ENTRIES:
+            _summaries.popitem(last=False)
+    return summary
 
 
 def start_engine(engine: SharedEngine, config: EngineConfig) -> LocalServer | None:
@@ -159,7 +187,10 @@ def request_view(req: Request, caption: str, *, steps: slice | None = None, char
     container.markdown(render.CSS + render.legend_html(padded), unsafe_allow_html=True)
     left, right = container.columns([3, 2])
     left.markdown("**Output, coloured by where each token came from**")
-    left.markdown(render.output_html(req, marks), unsafe_allow_html=True)
+    left.markdown(render.output_html(req, marks, limit=OUTPUT_TOKENS_SHOWN), unsafe_allow_html=True)
+    if len(req.output_token_ids) > OUTPUT_TOKENS_SHOWN:
+        left.caption(f"The first {OUTPUT_TOKENS_SHOWN:,} of {len(req.output_token_ids):,} output tokens; the step rows "
+                     "below show any others.")
     if end := render.output_end(req):
         left.caption(end)
     acc = count_acceptance(req.steps)
@@ -176,6 +207,10 @@ def request_view(req: Request, caption: str, *, steps: slice | None = None, char
     start = (steps.start or 0) if steps else 0
     if start < 0:
         start = max(len(req.steps) + start, 0)
+    if len(shown) > STEP_ROWS_SHOWN:  # a brush across thousands of steps: the rows stay a page long
+        container.caption(f"Showing the first {STEP_ROWS_SHOWN} of the {len(shown):,} steps chosen: narrow the choice "
+                          "on the timeline to see the others.")
+        shown = shown[:STEP_ROWS_SHOWN]
     container.markdown("**Verification steps**" + (" (k: drafts per step; batch: the requests in the batch "
                                                     "its drafts were proposed at, which sets k)" if batches else
                                                     " (k: drafts per step)"))
@@ -191,13 +226,28 @@ def step_batches(run: Run, req: Request) -> list[int | None] | None:
     return draft_batches(run.requests)[req.request_id] if run.meta.scheduled else None
 
 
+TIMELINE_WINDOW, STEP_ROWS_SHOWN, OUTPUT_TOKENS_SHOWN = render.TIMELINE_WINDOW, render.STEP_ROWS_SHOWN, \
+    render.OUTPUT_TOKENS_SHOWN
+
+
 def step_timeline(req: Request, key: str, container=st) -> tuple[int, int]:
-    """The acceptance timeline (altair); returns the (first, last) step its brush chose, 1-based."""
-    event = container.altair_chart(timeline.acceptance_timeline(req), on_select="rerun", selection_mode=timeline.BRUSH,
-                                   key=key, width="stretch")
-    first, last = timeline.selected_steps(event, len(req.steps))
-    brushed = (first, last) != timeline.selected_steps(None, len(req.steps))
-    container.caption(f"Step rows {first}–{last} of {len(req.steps)}"
+    """The acceptance timeline (altair); returns the (first, last) step its brush chose, 1-based.
+
+    A request of more than TIMELINE_WINDOW steps is drawn a window at a time: 200,000 steps are 100 windows.
+    """
+    n = len(req.steps)
+    low, high = 1, n
+    if n > TIMELINE_WINDOW:
+        windows = -(-n // TIMELINE_WINDOW)
+        window = container.number_input(f"Timeline window (of {windows}, {TIMELINE_WINDOW:,} steps each)", 1, windows,
+                                        key=f"{key}_window")
+        low, high = (window - 1) * TIMELINE_WINDOW + 1, min(n, window * TIMELINE_WINDOW)
+        key = f"{key}_{window}"  # each window is its own chart: a brush drawn on one does not carry over
+    event = container.altair_chart(timeline.acceptance_timeline(req, first=low, last=high), on_select="rerun",
+                                   selection_mode=timeline.BRUSH, key=key, width="stretch")
+    first, last = timeline.selected_steps(event, high, first_step=low)
+    brushed = (first, last) != timeline.selected_steps(None, high, first_step=low)
+    container.caption(f"Step rows {first}–{last} of {n}"
                       + (" (chosen on the timeline; double-click it to clear)" if brushed else
                          ": drag across the timeline to choose others"))
     return first, last
@@ -233,7 +283,7 @@ def chunks_view(req: Request, container=st) -> None:
                        "Start vLLM with `--per-request-spec-decode-metrics detailed` for the step view without "
                        "the tracer.")
     container.markdown(render.CSS + render.chunks_legend_html(), unsafe_allow_html=True)
-    container.markdown(render.chunks_html(req.stream_chunks), unsafe_allow_html=True)
+    container.markdown(render.chunks_html(req.stream_chunks[:OUTPUT_TOKENS_SHOWN]), unsafe_allow_html=True)
     m = req.spec_decode_metrics
     cols = container.columns(3)
     cols[0].metric("chunks", len(sizes))
@@ -270,7 +320,7 @@ def recorded_run_view(run: Run, *, on_request: Callable[[Request], dict[int, str
         st.warning(f"Incomplete run: {run.meta.incomplete_reason}")
     for hint in pitfall_hints(run):
         st.warning(f"**Known pitfall — {hint.title}.** {hint.text} Source: {hint.link}")
-    summary = summarize(run)
+    summary = summary_of(run)
     metrics_row(summary)
     run_notes(run, summary)
 
@@ -342,8 +392,8 @@ def step_through(req: Request, batches: list[int | None] | None = None) -> None:
     batch = batches[at - 1] if batches else None
     st.markdown(f'<div style="font-size:1.6em">{render.step_html(step, show_k=True, batch=batch)}</div>',
                 unsafe_allow_html=True)
-    so_far = req.model_copy(update={"steps": req.steps[:at]})
-    st.markdown("**Output so far**")
+    so_far = req.model_copy(update={"steps": req.steps[max(0, at - OUTPUT_TOKENS_SHOWN):at]})  # a token or more each
+    st.markdown("**Output so far**" + (f" (its last {OUTPUT_TOKENS_SHOWN:,} steps)" if at > OUTPUT_TOKENS_SHOWN else ""))
     st.markdown(render.output_html(so_far), unsafe_allow_html=True)
     st.markdown(render.legend_html(), unsafe_allow_html=True)
 

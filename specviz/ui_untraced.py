@@ -42,8 +42,8 @@ def untraced_request_view(req: Request, caption: str, *, container=st, chart_key
     container.markdown(render.CSS + render.untraced_legend_html(), unsafe_allow_html=True)
     left, right = container.columns([3, 2])
     left.markdown("**Output, coloured by where each token came from** (from vLLM's per-step counts; no tracer)")
-    left.markdown(render.untraced_output_html(placed.steps, marks) if placed.steps else
-                  render.chunks_html(req.stream_chunks), unsafe_allow_html=True)
+    left.markdown(render.untraced_output_html(placed.steps[:render.OUTPUT_TOKENS_SHOWN], marks) if placed.steps else
+                  render.chunks_html(req.stream_chunks[:render.OUTPUT_TOKENS_SHOWN]), unsafe_allow_html=True)
     if end := render.output_end(req):
         left.caption(end)
     acc = arrays_acceptance(m, k=m.num_spec_tokens)
@@ -60,6 +60,10 @@ def untraced_request_view(req: Request, caption: str, *, container=st, chart_key
     elif steps is not None:
         rows = range(len(placed.steps))[steps]
         shown, start = placed.steps[steps], (rows[0] if rows else 0)
+    if len(shown) > render.STEP_ROWS_SHOWN:
+        container.caption(f"Showing the first {render.STEP_ROWS_SHOWN} of the {len(shown):,} step rows chosen: narrow "
+                          "the choice on the timeline to see the others.")
+        shown = shown[:render.STEP_ROWS_SHOWN]
     if shown:
         container.markdown("**Verification steps** (rejected drafts are counted by vLLM; their text needs the tracer)")
         container.markdown(render.CSS + render.untraced_steps_html(shown, start=start), unsafe_allow_html=True)

@@ -62,6 +62,10 @@ from .metrics import Acceptance
 from .runfile import Request, RequestSpecDecodeMetrics
 
 Placement = Literal["exact", "approximate", "unaligned", "no arrays"]
+# The most places (verify steps placed, token reached) place_steps explores for one request, so that a file cannot
+# make a visitor's page slow: 2,000 verify steps each merged with a step without drafts in one chunk reach about
+# 2,000 x 2,000 (21 s on a busy 2-core CPU); one step per chunk reaches about one place per chunk.
+PLACEMENT_BUDGET = 150_000
 # Drafters that run a model at every decode step: after the prefill every step of theirs verifies drafts
 # (a preempted request that resumes recomputes without drafts, which the tiling then finds by itself)
 MODEL_DRAFTERS = ("draft_model", "eagle", "eagle3")
@@ -165,8 +169,14 @@ def place_steps(req: Request, k: int | None = None, method: str | None = None) -
     readings = [(per_chunk, only_prefill) for per_chunk in (True, False)
                 for only_prefill in ((True, False) if method in MODEL_DRAFTERS else (False,))]
     for one_step_per_chunk, only_prefill in readings:
-        tiling = _Tiling(sizes, accepted, one_step_per_chunk=one_step_per_chunk, only_prefill_without_drafts=only_prefill,
-                         **rules)
+        try:
+            tiling = _Tiling(sizes, accepted, one_step_per_chunk=one_step_per_chunk,
+                             only_prefill_without_drafts=only_prefill, **rules)
+        except _TooLong:
+            return _without_steps("unaligned", f"too long to place on the stream: its {len(accepted):,} verify steps "
+                                  f"in {len(sizes):,} chunks can sit at more than specviz's {PLACEMENT_BUDGET:,} "
+                                  "places per request (the counts per step are vLLM's own, shown without their "
+                                  "tokens)", accepted, drafted)
         if tiling.feasible():
             break
     else:
@@ -208,6 +218,10 @@ def _why(placement: Placement, n_verify: int, exact: int, merged: int, n_steps: 
     return (f"{how}, but {n_verify - exact} of {n_verify} verify steps could sit at more than one "
             f"place: " + "; ".join(causes or ["the first step may be one vLLM padded"]) + ". The counts per step "
             "are exact; the tokens shown for those steps are one possibility, marked ≈")
+
+
+class _TooLong(Exception):
+    """The tiling would place more than PLACEMENT_BUDGET states."""
 
 
 class _Tiling:
@@ -256,9 +270,13 @@ class _Tiling:
     def _forward(self) -> list[set[int]]:
         reach: list[set[int]] = [set() for _ in range(self.m + 1)]
         reach[0].add(0)
+        states = 0
         for i in range(self.m + 1):
             frontier = sorted(reach[i])
             seen = set(frontier)
+            states += len(frontier)
+            if states > PLACEMENT_BUDGET:
+                raise _TooLong
             while frontier:  # steps without drafts stay at i; verify steps move on to i + 1
                 p = frontier.pop()
                 for ni, np_, _ in self._moves(i, p):

@@ -34,9 +34,10 @@ PARTS = ["accepted drafts", "rejected + discarded drafts", "all accepted: bonus 
 COLOURS = ["#4caf50", "#e06666", "#8e6fd8", "#b0b0b0"]  # the chips' roles: accepted, rejected, bonus, plain
 
 
-def timeline_table(req: Request) -> pd.DataFrame:
-    """Long form: one row per drawn segment, with the step's figures for the tooltip."""
-    return _table([(s.num_drafts, s.num_accepted, len(s.committed_token_ids), s.all_accepted) for s in req.steps])
+def timeline_table(req: Request, first: int = 1, last: int | None = None) -> pd.DataFrame:
+    """Long form: one row per drawn segment, with the step's figures for the tooltip; steps first..last (1-based)."""
+    return _table([(s.num_drafts, s.num_accepted, len(s.committed_token_ids), s.all_accepted)
+                   for s in req.steps[first - 1:last]], first=first)
 
 
 def arrays_timeline_table(accepted: list[int], drafted: list[int]) -> pd.DataFrame:
@@ -48,10 +49,10 @@ def arrays_timeline_table(accepted: list[int], drafted: list[int]) -> pd.DataFra
     return _table([(d, a, a + 1, d > 0 and a == d) for a, d in zip(accepted, drafted)])
 
 
-def _table(steps: list[tuple[int, int, int, bool]]) -> pd.DataFrame:
-    """Rows for (drafts, accepted, committed, all accepted) per step, numbered from 1."""
+def _table(steps: list[tuple[int, int, int, bool]], first: int = 1) -> pd.DataFrame:
+    """Rows for (drafts, accepted, committed, all accepted) per step, numbered from `first`."""
     rows = []
-    for i, (drafts, accepted, committed, all_accepted) in enumerate(steps, start=1):
+    for i, (drafts, accepted, committed, all_accepted) in enumerate(steps, start=first):
         base = dict(step=i, start=i - HALF_WIDTH, end=i + HALF_WIDTH, drafts=drafts,
                     accepted=accepted, committed=committed)
         if not drafts:
@@ -67,12 +68,14 @@ def _table(steps: list[tuple[int, int, int, bool]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
-def acceptance_timeline(req: Request, *, height: int = 320) -> alt.Chart:
+def acceptance_timeline(req: Request, *, height: int = 320, first: int = 1, last: int | None = None) -> alt.Chart:
     """The chart (see the module docstring); brushed steps stay opaque, the others fade.
 
     `height` is the whole chart's (Streamlit fits the spec to it): title, legend and axis included.
+    `first`..`last` (1-based, inclusive; default all) draws a window of a long request's steps, numbered as in it.
     """
-    return _chart(timeline_table(req), len(req.steps), height=height,
+    last = len(req.steps) if last is None else min(last, len(req.steps))
+    return _chart(timeline_table(req, first, last), last, height=height, first=first,
                   x_title="engine step (drag across the chart to choose the step rows below)")
 
 
@@ -84,12 +87,12 @@ def arrays_timeline(accepted: list[int], drafted: list[int], *, height: int = 32
 
 
 def _chart(data: pd.DataFrame, n_steps: int, *, height: int, x_title: str,
-           title: str = "Accepted drafts per step") -> alt.Chart:
-    n = max(n_steps, 1)
+           title: str = "Accepted drafts per step", first: int = 1) -> alt.Chart:
+    n = max(n_steps, first)
     k = int(max(data["y1"].max() if len(data) else 1.0, 1.0) + 0.5)
     brush = alt.selection_interval(name=BRUSH, encodings=["x"], empty=True)
     x = alt.X("start:Q", title=x_title,
-              scale=alt.Scale(domain=[0.5, n + 0.5], nice=False, zero=False),
+              scale=alt.Scale(domain=[first - 0.5, n + 0.5], nice=False, zero=False),
               axis=alt.Axis(tickMinStep=1, format="d", labelFontSize=13, titleFontSize=14))
     return alt.Chart(data, height=height).mark_rect().encode(
         x=x, x2="end:Q",
@@ -107,7 +110,7 @@ def _chart(data: pd.DataFrame, n_steps: int, *, height: int, x_title: str,
     )
 
 
-def selected_steps(event: Mapping | None, n: int, default: int = DEFAULT_STEPS) -> tuple[int, int]:
+def selected_steps(event: Mapping | None, n: int, default: int = DEFAULT_STEPS, first_step: int = 1) -> tuple[int, int]:
     """(first, last) step numbers (1-based, inclusive) chosen by the brush in a chart event.
 
     `event` is what `st.altair_chart(..., on_select="rerun")` returned: {"selection": {"steps":
@@ -115,7 +118,7 @@ def selected_steps(event: Mapping | None, n: int, default: int = DEFAULT_STEPS) 
     A step is chosen when the left edge of its bar (step - HALF_WIDTH) lies in [lo, hi], as the chart
     highlights it; no brush, or one over no bar's edge, gives steps 1 .. min(n, default).
     """
-    fallback = (1, max(1, min(n, default)))
+    fallback = (first_step, max(first_step, min(n, first_step + default - 1)))
     if n < 1:
         return (1, 1)
     try:
@@ -129,6 +132,6 @@ def selected_steps(event: Mapping | None, n: int, default: int = DEFAULT_STEPS) 
         lo, hi = sorted(float(v) for v in values)
     except (TypeError, ValueError):
         return fallback
-    first = max(1, math.ceil(lo + HALF_WIDTH))
+    first = max(first_step, math.ceil(lo + HALF_WIDTH))
     last = min(n, math.floor(hi + HALF_WIDTH))
     return (first, last) if first <= last else fallback

@@ -30,7 +30,7 @@ from ..config import UNREPORTED_METHOD, SpecConfig
 from ..runfile import Run, SpecDecodeCounters
 from ..untraced_steps import has_step_arrays
 from .counters import parse_spec_counters
-from .server import Provenance, local_device
+from .server import EngineError, Provenance, local_device
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
 STEP_ARRAYS_FLAG = "--per-request-spec-decode-metrics detailed"  # the one flag the tracer-free step view needs
@@ -40,6 +40,33 @@ TRACER_VIEW = "drafts, accepted prefix, correction and discarded tail (specviz t
 
 class AttachError(SpecvizError, RuntimeError):
     """The server cannot be used; the message says what to check."""
+
+
+class EndpointError(AttachError, EngineError):
+    """An attached server's endpoint failed during a run (an EngineError too, so `record` reports it as it reports
+    a server that died, instead of a traceback)."""
+
+
+NOT_VLLM = ("{url} is not a vLLM server: {why}. Give the URL of a vLLM OpenAI-compatible server "
+            "(`python -m vllm.entrypoints.openai.api_server --model ...`, or `vllm serve`), host and port")
+
+
+def _json_or_none(response: httpx.Response):
+    """The JSON body of a 200 answer, else None."""
+    if response.status_code != 200:
+        return None
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+def _listed_models(body) -> list[dict] | None:
+    """/v1/models as vLLM answers it ({"object": "list", "data": [{"id": ..., "root": ...}, ...]}), else None."""
+    data = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(data, list) or not all(isinstance(m, dict) and isinstance(m.get("id"), str) for m in data):
+        return None
+    return data
 
 
 @dataclass(frozen=True)
@@ -156,31 +183,63 @@ def attach(url: str, *, spec: SpecConfig | None = None, trace_file: str | Path |
     try:
         with httpx.Client(timeout=timeout_s) as client:
             health = client.get(f"{url}/health")
-            if health.status_code != 200:
-                raise AttachError(f"{url}/health answered HTTP {health.status_code}: the server is not ready")
-            models = client.get(f"{url}/v1/models").json()["data"]
+            listing = client.get(f"{url}/v1/models")
             version = client.get(f"{url}/version")
+            models = _listed_models(_json_or_none(listing))
+            reported = _json_or_none(version)
+            vllm_version = reported.get("version") if isinstance(reported, dict) else None
+            # What every vLLM OpenAI server answers: /v1/models in its shape, and /version or /tokenize.
+            tokenizes = models and _tokenizes(client, url, models[0]["id"])
+            if models is None or not (isinstance(vllm_version, str) or tokenizes):
+                raise AttachError(NOT_VLLM.format(url=url, why=_missing(listing, version, models)))
+            if health.status_code != 200:
+                raise AttachError(f"{url}/health answered HTTP {health.status_code}: the vLLM server is not ready "
+                                  "(still loading, or its engine died: see the server's log)")
             metrics = client.get(f"{url}/metrics")
     except httpx.HTTPError as e:
         raise AttachError(f"cannot reach a vLLM server at {url}: {e}. Is it running, and is the port right?") from e
-    except (KeyError, ValueError, TypeError) as e:
-        raise AttachError(f"{url} answered, but not like a vLLM OpenAI-compatible server ({e})") from e
     if not models:
         raise AttachError(f"{url}/v1/models lists no model")
     first = models[0]
-    counters = parse_spec_counters(metrics.text) if metrics.status_code == 200 else None
+    model_root = first.get("root") if isinstance(first.get("root"), str) else first["id"]
+    if not tokenizes and not Path(model_root).is_dir():
+        raise AttachError(f"{url} does not answer POST /tokenize, and the model it serves ({model_root}) is not a "
+                          "folder on this machine: specviz needs one of the two for the chat template and the token "
+                          "texts. Attach from the server's machine, or to a server with vLLM's /tokenize")
+    try:
+        counters = parse_spec_counters(metrics.text) if metrics.status_code == 200 else None
+    except (ValueError, KeyError):  # a /metrics page that is not Prometheus text: no counters to read
+        counters = None
     if spec is not None and counters is None:
         raise AttachError(f"you gave a speculative config, but {url}/metrics has no spec-decode counters: the "
                           "server runs without speculative decoding")
+    max_model_len = first.get("max_model_len")
     server = AttachedServer(
-        url=url, model=first["id"], model_root=first.get("root") or first["id"],
-        vllm_version=version.json().get("version", "unknown") if version.status_code == 200 else "unknown",
-        max_model_len=first.get("max_model_len"), counters=counters, spec=spec or spec_from_counters(counters),
-        trace_path=trace_path,
+        url=url, model=first["id"], model_root=model_root, vllm_version=vllm_version or "unknown",
+        max_model_len=max_model_len if isinstance(max_model_len, int) else None, counters=counters,
+        spec=spec or spec_from_counters(counters), trace_path=trace_path,
     )
     if trace_path is not None and server.num_speculative_tokens is None and counters is not None:
         raise AttachError("give the server's speculative config (--spec) to read its trace")
     return server
+
+
+def _tokenizes(client: httpx.Client, url: str, model: str) -> bool:
+    """Whether POST /tokenize answers as vLLM's does ({"tokens": [...], ...})."""
+    try:
+        body = _json_or_none(client.post(f"{url}/tokenize", json={"model": model, "prompt": "a"}))
+    except httpx.HTTPError:
+        return False
+    return isinstance(body, dict) and isinstance(body.get("tokens"), list)
+
+
+def _missing(listing: httpx.Response, version: httpx.Response, models: list[dict] | None) -> str:
+    """What a server lacks of vLLM's endpoints, for NOT_VLLM: 'GET /v1/models answered HTTP 404, ...'."""
+    def said(name: str, r: httpx.Response) -> str:
+        return f"{name} answered HTTP {r.status_code}" if r.status_code != 200 else f"{name} is not vLLM's answer"
+    if models is None:
+        return said("GET /v1/models", listing)
+    return f"it lists models, but {said('GET /version', version)} and POST /tokenize gave no tokens"
 
 
 def spec_from_counters(counters: SpecDecodeCounters | None) -> SpecConfig | None:
@@ -210,15 +269,26 @@ class ServerTokenizer:
 
     def apply_chat_template(self, messages: list[dict], tokenize: bool = False,
                             add_generation_prompt: bool = True) -> str:
-        r = self._client.post(f"{self.server.url}/tokenize", json={
-            "model": self.server.model, "messages": messages, "add_generation_prompt": add_generation_prompt})
-        r.raise_for_status()
-        return self.decode(r.json()["tokens"])
+        body = self._post("/tokenize", {"model": self.server.model, "messages": messages,
+                                        "add_generation_prompt": add_generation_prompt}, "tokens")
+        return self.decode(body["tokens"])
 
     def decode(self, token_ids: list[int]) -> str:
-        r = self._client.post(f"{self.server.url}/detokenize", json={"model": self.server.model, "tokens": token_ids})
-        r.raise_for_status()
-        return r.json()["prompt"]
+        return self._post("/detokenize", {"model": self.server.model, "tokens": token_ids}, "prompt")["prompt"]
+
+    def _post(self, path: str, payload: dict, field: str) -> dict:
+        """The JSON answer of an endpoint, or EndpointError saying which one failed and how (never httpx's own)."""
+        url = f"{self.server.url}{path}"
+        try:
+            r = self._client.post(url, json=payload)
+        except httpx.HTTPError as e:
+            raise EndpointError(f"{url} did not answer: {e}") from e
+        body = _json_or_none(r)
+        if not isinstance(body, dict) or field not in body:
+            why = f"HTTP {r.status_code}" if r.status_code != 200 else f"JSON without {field!r}"
+            raise EndpointError(f"{url} answered {why}: specviz needs vLLM's {path} for the chat template and token "
+                                "texts when the model is not on this machine (--no-chat-template skips the template)")
+        return body
 
 
 def tokenizer_for(server: AttachedServer):

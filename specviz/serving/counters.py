@@ -51,7 +51,7 @@ def scrape_members_counters(members: list) -> SpecDecodeCounters | None:
     or a /metrics page cannot be read."""
     try:
         return sum_counters([scrape_spec_counters(m.url) for m in members])
-    except httpx.HTTPError:
+    except (httpx.HTTPError, ValueError, KeyError):  # unreachable, or not Prometheus text
         return None
 
 

@@ -62,6 +62,13 @@ CSS = """
 </style>
 """
 
+# A long request's views stay a page long, whatever it holds (the app's cost per visitor is bounded by these, not by
+# the file): the timeline draws a window of steps, the rows at most a page of the steps chosen, the output its
+# first tokens. 200,000 one-token steps drew 52 MB of step rows and 22 MB of output before.
+TIMELINE_WINDOW = 2000
+STEP_ROWS_SHOWN = 300
+OUTPUT_TOKENS_SHOWN = 5000
+
 ROLE_LABELS: dict[Role, str] = {
     "accepted": "accepted draft",
     "rejected": "rejected draft",
@@ -132,12 +139,13 @@ def steps_html(steps: list[Step], start: int = 0, marks: dict[int, str] | None =
     return "".join(rows)
 
 
-def output_html(request: Request, marks: dict[int, str] | None = None) -> str:
-    """The whole output, each token coloured by origin; newlines kept as line breaks.
+def output_html(request: Request, marks: dict[int, str] | None = None, limit: int | None = None) -> str:
+    """The whole output (its first `limit` tokens, if given), each token coloured by origin; newlines kept as line
+    breaks.
 
     `marks` outlines tokens by output index, with a text on hover: {36: "the outputs part here: ..."}.
     """
-    return pieces_html(output_roles(request), marks=marks)
+    return pieces_html(output_roles(request, limit), marks=marks)
 
 
 def output_end(request: Request) -> str | None:

@@ -4,6 +4,7 @@ and failed requests (runs built without an engine, as in tests/unit/test_recorde
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from page_helpers import html_of
 from run_builders import FakeServer, make_scheduled_run, make_step, stream_result
@@ -44,3 +45,14 @@ def test_the_app_opens_an_invalid_run_with_its_violation_and_failed_requests_bes
     assert not at.exception
     assert any("Invalid run" in e.value and "steps commit 1 tokens" in e.value for e in at.error)
     assert any("1 of 2 requests failed" in w.value and "HTTP 400" in w.value for w in at.warning)
+
+
+def test_the_app_opens_a_file_that_claims_invalid_reason_under_the_readers_own_violation():
+    # Issue 43's repro: invalid_reason "x" and a step that accepted 7 of 2 drafts crashed the view in summarize.
+    path = str(Path(__file__).parent.parent / "fixtures/invalid-reason-bypass.json.gz")
+    at = AppTest.from_function(_recorded_view_of, args=(path,), default_timeout=60).run()
+    assert not at.exception
+    assert any("Invalid run" in e.value and "num_accepted=7 > number of drafts 2" in e.value for e in at.error)
+    for rid in at.selectbox(key="request_id").options:
+        at.selectbox(key="request_id").set_value(rid.split(":")[0]).run()
+        assert not at.exception
