@@ -226,8 +226,8 @@ def _measure(grid: SweepGrid, out_dir: Path, sweep: Sweep, *, on_cell, on_engine
         if on_engine:
             on_engine(label, spec)
         with LocalServer(model=grid.target_model, spec=spec, dtype=grid.dtype, seed=grid.seed, trace=grid.traced,
-                         extra_args=server_args(grid, spec)) as server:
-            ready_s = server.start(progress=start_progress, on_spawn=lock.note_server if lock else None)
+                         extra_args=server_args(grid, spec), on_spawn=lock.note_server if lock else None) as server:
+            ready_s = server.start(progress=start_progress)
             name = label if spec is None or spec.schedule else f"{label} k={k}"  # a schedule's label says its k
             for c in todo:
                 # Warm up at this batch size first: the first steps of a new shape are slow. With prompts

@@ -76,6 +76,7 @@ class LocalServer:
     env: dict[str, str] = field(default_factory=dict)
     workdir: Path | None = None  # log and trace files; a fresh temp dir if None (removed by stop unless kept)
     keep_files: bool = False  # keep a temp workdir after stop (a failed run: its log is evidence)
+    on_spawn: Callable[[LocalServer], None] | None = field(default=None, repr=False)  # see start()
 
     proc: subprocess.Popen | None = field(default=None, init=False, repr=False)
     start_time_s: float | None = field(default=None, init=False)
@@ -107,12 +108,11 @@ class LocalServer:
         """The server's process group (its leader's pid: it starts a session of its own); None before start."""
         return self.proc.pid if self.proc is not None else None
 
-    def start(self, progress: Callable[[float, str], None] | None = None, timeout_s: float = 900,
-              on_spawn: Callable[[LocalServer], None] | None = None) -> float:
+    def start(self, progress: Callable[[float, str], None] | None = None, timeout_s: float = 900) -> float:
         """Start the server and wait until /health answers; return the seconds it took.
 
         `progress(elapsed_s, log_tail)` is called twice a second with the last 8 lines of the log;
-        `on_spawn(server)` once the process group exists (a sweep's lock names it: see sweep_runner).
+        `self.on_spawn(server)`, if set, once the process group exists (a sweep's lock names it).
 
         Raises EngineError (with the server's last log lines) if the model folder is missing, the
         port is taken, or the server exits or does not become healthy within timeout_s.
@@ -141,8 +141,8 @@ class LocalServer:
         log.close()
         _live_servers.add(self)
         self.watchdog = start_watchdog(self.proc.pid)
-        if on_spawn:
-            on_spawn(self)
+        if self.on_spawn:
+            self.on_spawn(self)
         deadline = time.monotonic() + timeout_s
         with httpx.Client(timeout=2.0) as client:
             while True:
