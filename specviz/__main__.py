@@ -96,15 +96,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         if isinstance(server, LocalServer):
             _start_with_progress(server)
         bar = tqdm(total=len(prompts), unit="req", desc="recording", file=sys.stderr)
-        failed = []
-
-        def done(res) -> None:
-            if res.error:  # a failure is not progress: the bar counts finished requests, the failures beside
-                failed.append(res)
-            else:
-                bar.update(1)
-            bar.set_postfix(tokens=len(res.token_ids), **({"failed": len(failed)} if failed else {}))
-
+        done = request_progress(bar)
         run = record(server, prompts, prompt_set=prompt_set, concurrency=args.concurrency,
                      max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed,
                      logprobs=_logprobs(args), chat=not args.no_chat_template, on_request_done=done,
@@ -148,6 +140,21 @@ def cmd_record(args: argparse.Namespace) -> int:
         return _fail(f"run saved INCOMPLETE to {path}: {run.meta.incomplete_reason}",
                      130 if _interrupted(run) or interrupted_while_stopping else 1)
     return 130 if interrupted_while_stopping else 0
+
+
+def request_progress(bar):
+    """The record bar's on_request_done: a failed request is not progress. The bar counts the requests that
+    finished; the failures are counted beside it ('3/8 [tokens=64, failed=1]')."""
+    failed = []
+
+    def done(res) -> None:
+        if res.error:
+            failed.append(res.request_id)
+        else:
+            bar.update(1)
+        bar.set_postfix(tokens=len(res.token_ids), **({"failed": len(failed)} if failed else {}))
+
+    return done
 
 
 def _interrupted(run) -> bool:
