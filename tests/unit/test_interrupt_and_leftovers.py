@@ -4,6 +4,7 @@ checked is the killing, not the engine."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -47,10 +48,8 @@ def _gone_within(pgid: int, seconds: float) -> bool:
 
 
 def _cleanup(proc: subprocess.Popen) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     proc.wait()
 
 
