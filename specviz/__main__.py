@@ -25,8 +25,9 @@ from pathlib import Path
 from .config import ConfigError, SpecConfig, check_server_args
 from .demo_model import default_dtype
 from .prompts import PromptSetError, load_prompts
-from .runfile import RunFileError, load_run, run_json_schema, save_run
-from .serving.recording import DEFAULT_LOGPROBS
+
+# Nothing heavy at the top (no runfile, httpx, pandas, vLLM): a bad argument is refused in well under 2 s
+# (benchmarks/refusal_time.py); each command imports what it needs once its arguments are checked.
 
 
 def _fail(message: str, code: int = 2) -> int:
@@ -34,8 +35,17 @@ def _fail(message: str, code: int = 2) -> int:
     return code
 
 
+def _logprobs(args: argparse.Namespace) -> int:
+    """--logprobs, or recording's default (not imported at parse time: it brings httpx and the run file)."""
+    if args.logprobs is not None:
+        return args.logprobs
+    from .serving.recording import DEFAULT_LOGPROBS
+
+    return DEFAULT_LOGPROBS
+
+
 def cmd_record(args: argparse.Namespace) -> int:
-    # Everything that can be checked is checked before the engine starts.
+    # Everything that can be checked is checked before the engine starts, and before the heavy imports.
     if args.spec is not None and not args.spec.strip():
         return _fail("--spec is empty: give a speculative config as JSON, e.g. "
                      "--spec '{\"method\": \"ngram\", \"num_speculative_tokens\": 3}', or --spec none to record "
@@ -81,29 +91,36 @@ def cmd_record(args: argparse.Namespace) -> int:
                              max_model_len=args.max_model_len, seed=args.seed,
                              extra_args=shlex.split(args.vllm_args))
     bar = None
+    interrupted_while_stopping = False
     try:
         if isinstance(server, LocalServer):
             _start_with_progress(server)
         bar = tqdm(total=len(prompts), unit="req", desc="recording", file=sys.stderr)
-
-        def done(res) -> None:
-            bar.update(1)
-            bar.set_postfix(tokens=len(res.token_ids))
-
+        done = request_progress(bar)
         run = record(server, prompts, prompt_set=prompt_set, concurrency=args.concurrency,
                      max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed,
-                     logprobs=args.logprobs, chat=not args.no_chat_template, on_request_done=done)
+                     logprobs=_logprobs(args), chat=not args.no_chat_template, on_request_done=done,
+                     keep_interrupted=True)
         bar.close()
+        from .runfile import save_run
+
+        if isinstance(server, LocalServer) and (run.meta.invalid_reason or not run.meta.complete
+                                                and not _interrupted(run)):
+            server.keep_files = True  # a failed run: the server's log is evidence
+        path = save_run(run, args.out)  # before the server stops: a Ctrl-C while it stops loses nothing
     except EngineError as e:
         if bar is not None:
             bar.close()  # ends the bar's line, so the message starts on its own
+        if isinstance(server, LocalServer):
+            server.keep_files = True
         return _fail(str(e))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # while the engine started or warmed up, or a second Ctrl-C: nothing measured
+        if bar is not None:
+            bar.close()
         return _fail("interrupted; nothing saved", 130)
     finally:
         if isinstance(server, LocalServer):
-            server.stop()
-    path = save_run(run, args.out)
+            interrupted_while_stopping = _stop_server(server)
     from .metrics import summarize
 
     s = summarize(run)
@@ -120,8 +137,42 @@ def cmd_record(args: argparse.Namespace) -> int:
     if run.meta.invalid_reason:
         return _fail(f"run saved INVALID to {path} (kept with the tracer's raw records): {run.meta.invalid_reason}", 1)
     if not run.meta.complete:
-        return _fail(f"run saved INCOMPLETE to {path}: {run.meta.incomplete_reason}", 1)
-    return 0
+        return _fail(f"run saved INCOMPLETE to {path}: {run.meta.incomplete_reason}",
+                     130 if _interrupted(run) or interrupted_while_stopping else 1)
+    return 130 if interrupted_while_stopping else 0
+
+
+def request_progress(bar):
+    """The record bar's on_request_done: a failed request is not progress. The bar counts the requests that
+    finished; the failures are counted beside it ('3/8 [tokens=64, failed=1]')."""
+    failed = []
+
+    def done(res) -> None:
+        if res.error:
+            failed.append(res.request_id)
+        else:
+            bar.update(1)
+        bar.set_postfix(tokens=len(res.token_ids), **({"failed": len(failed)} if failed else {}))
+
+    return done
+
+
+def _interrupted(run) -> bool:
+    """The user stopped the recording (Ctrl-C, or SIGTERM): the run holds what finished before."""
+    from .serving.recording import INTERRUPTED
+
+    return bool(run.meta.incomplete_reason and run.meta.incomplete_reason.startswith(INTERRUPTED))
+
+
+def _stop_server(server) -> bool:
+    """server.stop(); True if a Ctrl-C came while it stopped (stop then SIGKILLs the server's group at once)."""
+    try:
+        server.stop()
+    except KeyboardInterrupt:
+        print("specviz: interrupted again while the server stopped: its processes were killed (SIGKILL)",
+              file=sys.stderr)
+        return True
+    return False
 
 
 def failed_request_lines(run) -> list[str]:
@@ -202,8 +253,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from .prompts import PromptSetError
     from .sweep import Sweep, SweepError, SweepGrid
     from .sweep_runner import check_grid, run_sweep
-    from .sweep_table import outputs_vs_baseline, sweep_table
-    from .sweep_view import measured_apart_warning
 
     try:
         drafters = [json.loads(d) for d in args.drafter]
@@ -214,7 +263,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         grid = SweepGrid(target_model=args.model, drafters=drafters, schedules=schedules, num_speculative_tokens=args.k,
                          concurrencies=args.concurrency, prompts=args.prompts, num_requests=args.num_requests,
                          max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed,
-                         dtype=args.dtype or default_dtype(args.model), logprobs=args.logprobs,
+                         dtype=args.dtype or default_dtype(args.model), logprobs=_logprobs(args),
                          vllm_args=shlex.split(args.vllm_args), repeats=args.repeats, traced=not args.untraced)
         check_grid(grid)  # before any engine starts
     except ValidationError as e:
@@ -227,6 +276,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                            total=len(Sweep(grid=grid).expected_keys()) * grid.repeats)
     if isinstance(sweep, int):
         return sweep
+    from .sweep_table import outputs_vs_baseline, sweep_table  # pandas: only once there is a sweep to tabulate
+    from .sweep_view import measured_apart_warning
+
     compared = outputs_vs_baseline(sweep, out)
     table = sweep_table(sweep, outputs=compared)
     table.to_csv(out / "sweep.csv", index=False)
@@ -250,14 +302,21 @@ def _with_progress(measure, out: Path, *, total: int, then: str = ""):
     from .sweep_files import load_sweep
     from .sweep_table import sweep_summary_line
 
-    bar = tqdm(total=total, unit="run", desc="sweep", file=sys.stderr)
-    try:
-        if (out / "sweep.json").exists():
-            bar.update(load_sweep(out / "sweep.json").runs_done)
+    bar = None  # drawn once measuring starts: a refusal (a changed grid, a held lock) shows no bar at all
 
+    def progress_bar():
+        nonlocal bar
+        if bar is None:
+            bar = tqdm(total=total, unit="run", desc="sweep", file=sys.stderr)
+            if (out / "sweep.json").exists():
+                bar.update(load_sweep(out / "sweep.json").runs_done)
+        return bar
+
+    try:
         def on_cell(cell, sweep) -> None:
             # The count follows the sweep being measured: a confirmation adds the idle row as it goes, and
             # its head-to-head is a sweep of its own, counted from its first run (not past the confirmation's).
+            bar = progress_bar()
             if sweep.runs_done <= bar.n:
                 bar.reset()
                 bar.set_postfix_str(then, refresh=False)
@@ -266,16 +325,21 @@ def _with_progress(measure, out: Path, *, total: int, then: str = ""):
             bar.write(sweep_summary_line(cell), file=sys.stderr)
 
         def on_engine(label, spec) -> None:
-            bar.set_description(f"starting vLLM: {describe_spec(spec)}")
+            progress_bar().set_description(f"starting vLLM: {describe_spec(spec)}")
 
         return measure(dict(on_cell=on_cell, on_engine=on_engine))
     except (SweepError, EngineError) as e:
+        if bar is not None:
+            bar.close()
         return _fail(f"{e}", 1)
     except KeyboardInterrupt:
-        return _fail(f"interrupted; finished cells are saved in {out / 'sweep.json'}; run the same command "
-                     "to resume", 130)
+        if bar is not None:
+            bar.close()
+        return _fail(f"interrupted; finished cells are saved in {out / 'sweep.json'}; the cell in flight was "
+                     "dropped; run the same command to resume", 130)
     finally:
-        bar.close()
+        if bar is not None:
+            bar.close()
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
@@ -377,6 +441,7 @@ def _sweep_from_run(path: Path, args: argparse.Namespace) -> Path | int:
     from pydantic import ValidationError
 
     from .config import describe_spec
+    from .runfile import RunFileError, load_run
     from .sweep import Sweep, SweepError, drafter_label, grid_from_run
     from .sweep_files import file_stem, save_sweep
     from .sweep_runner import check_grid, run_sweep
@@ -424,6 +489,7 @@ CHECK_EXIT_CODES = "exit 0: valid and complete; 1: invalid; 2: unreadable; 3: va
 
 def cmd_check(args: argparse.Namespace) -> int:
     from .metrics import summarize
+    from .runfile import RunFileError, load_run
 
     try:
         run = load_run(args.file)
@@ -453,6 +519,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from .divergence import compare_runs
+    from .runfile import RunFileError, load_run
 
     try:
         baseline, run = load_run(args.baseline), load_run(args.run)
@@ -504,6 +571,8 @@ def cmd_demo_model(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
+    from .runfile import run_json_schema
+
     text = json.dumps(run_json_schema(), indent=2) + "\n"
     if args.out:
         Path(args.out).write_text(text)
@@ -600,7 +669,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--temperature", type=float, default=0.0)
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--dtype", default=None, help=DTYPE_HELP)
-    r.add_argument("--logprobs", type=_non_negative, default=DEFAULT_LOGPROBS, help=LOGPROBS_HELP)
+    r.add_argument("--logprobs", type=_non_negative, default=None, help=LOGPROBS_HELP)
     r.add_argument("--max-model-len", type=int, default=2048)
     r.add_argument("--port", type=int, default=None, help="default: a free port")
     r.add_argument("--no-chat-template", action="store_true", help="send prompts as raw text")
@@ -626,7 +695,7 @@ def main(argv: list[str] | None = None) -> int:
     w.add_argument("--temperature", type=float, default=0.0)
     w.add_argument("--seed", type=int, default=0)
     w.add_argument("--dtype", default=None, help=DTYPE_HELP)
-    w.add_argument("--logprobs", type=_non_negative, default=DEFAULT_LOGPROBS, help=LOGPROBS_HELP)
+    w.add_argument("--logprobs", type=_non_negative, default=None, help=LOGPROBS_HELP)
     w.add_argument("--out", required=True, help="folder for sweep.json, sweep.csv and the cells' runs")
     w.add_argument(VLLM_ARGS, default="", help=VLLM_ARGS_HELP.format(what="every vLLM server of the sweep"))
     w.add_argument("--repeats", type=int, default=1,

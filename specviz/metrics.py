@@ -124,6 +124,29 @@ def counters_acceptance(counters: SpecDecodeCounters) -> Acceptance:
     return Acceptance(**counters.model_dump())
 
 
+def reported_acceptance(run: Run) -> Acceptance | None:
+    """Totals from vLLM's per-request figures (--per-request-spec-decode-metrics), over the requests that
+    sent them (those that finished); None if none did. What an untraced run has when the server died
+    before its counters could be read.
+
+    acceptance_histogram [1, 2, 0, 1] (k=3: 4 drafted steps that accepted 0, 1, 1 and 3 drafts):
+        num_drafts = 4, num_accepted_tokens_per_pos = [2+0+1, 0+1, 1] = [3, 1, 1]
+    """
+    reported = [r.spec_decode_metrics for r in run.requests if r.spec_decode_metrics is not None]
+    if not reported:
+        return None
+    width = max([run.meta.num_speculative_tokens, *(len(m.acceptance_histogram) - 1 for m in reported)])
+    per_pos = [0] * width
+    for m in reported:
+        for accepted, steps in enumerate(m.acceptance_histogram):
+            for j in range(accepted):
+                per_pos[j] += steps
+    return Acceptance(num_drafts=sum(sum(m.acceptance_histogram) for m in reported),
+                      num_draft_tokens=sum(m.num_draft_tokens for m in reported),
+                      num_accepted_tokens=sum(m.num_accepted_draft_tokens for m in reported),
+                      num_accepted_tokens_per_pos=per_pos)
+
+
 def request_acceptance_length(request: Request) -> float | None:
     """Mean tokens committed per drafted step of one request (1 + accepted / drafts)."""
     return count_acceptance(request.steps).mean_acceptance_length
@@ -216,8 +239,9 @@ def summarize(run: Run) -> Summary:
     padded = [s for s in all_steps if s.num_padded_drafts]
     counters = counters_acceptance(run.meta.vllm_counters) if run.meta.vllm_counters else None
     traced = run.meta.traced
-    # Without the tracer the steps are unknown: vLLM's counters are the only acceptance figures.
-    best = acc if traced or counters is None else counters
+    # Without the tracer the steps are unknown: vLLM's counters are the acceptance figures, or, when the
+    # server died before they were read, vLLM's per-request figures of the requests that finished.
+    best = acc if traced else counters or reported_acceptance(run) or acc
     ttft = [time_to_first_token_s(r) for r in run.requests]
     tpot = [time_per_output_token_s(r) for r in run.requests]
     return Summary(

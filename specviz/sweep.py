@@ -56,6 +56,7 @@ def drafter_label(drafter: dict | None) -> str:
     """A short name for a drafting configuration, unique within a grid.
 
     {"method": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 4} -> "ngram lookup 2-4"
+    {"method": "ngram", "prompt_lookup_max": 4}                         -> "ngram lookup 4-4" (vLLM's default min)
     {"method": "draft_model", "model": "/m/tiny-draft"}                 -> "draft_model tiny-draft"
     {"method": "ngram", "num_speculative_tokens": 4,
      "num_speculative_tokens_per_batch_size": [[1, 1, 4], [2, 64, 1]]}  -> "ngram k by batch 1:4 2-64:1"
@@ -71,8 +72,10 @@ def drafter_label(drafter: dict | None) -> str:
     if "model" in d:
         parts.append(short_model_name(d.pop("model")))
     if "prompt_lookup_min" in d or "prompt_lookup_max" in d:
+        # vLLM 0.32 gives a missing bound the other's value (SpeculativeConfig.__post_init__,
+        # vllm/config/speculative.py): {"prompt_lookup_max": 4} drafts as lookup 4-4.
         lo, hi = d.pop("prompt_lookup_min", None), d.pop("prompt_lookup_max", None)
-        parts.append(f"lookup {lo if lo is not None else '?'}-{hi if hi is not None else '?'}")
+        parts.append(f"lookup {lo if lo is not None else hi}-{hi if hi is not None else lo}")
     parts += [f"{key}={value}" for key, value in sorted(d.items())]
     if schedule:
         parts.append("k by batch " + " ".join(f"{a}:{k}" if a == b else f"{a}-{b}:{k}" for a, b, k in schedule))

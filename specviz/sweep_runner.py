@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -82,13 +83,49 @@ def check_same_machine(sweep: Sweep, machine: tuple[str, str, str], out_dir: Pat
                          "`specviz tune`, move the drafter's confirm/ folder aside) and measure it all here.")
 
 
+class MeasuringLock:
+    """The lock's handle while measuring: note_server writes the server's process group into the lock file,
+    so a resume after this process died (SIGKILL, a crash) can stop an engine it left running."""
+
+    def __init__(self, lock_file, header: str):
+        self._file, self._header, self._groups = lock_file, header, []
+
+    def note_server(self, server) -> None:
+        self._groups = [server.pgid]  # one engine at a time: the previous one has been stopped
+        self._file.seek(0)
+        self._file.truncate(0)
+        self._file.write(self._header + "".join(f"{SERVER_GROUP} {g}\n" for g in self._groups))
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+
+SERVER_GROUP = "server process group"  # a lock file's line naming the engine being measured
+
+
+def stop_engines_left_by(lock_text: str) -> list[int]:
+    """Stop every vLLM process group a dead holder's lock names (serving.local.stop_leftover_group); the
+    groups stopped. 'specviz pid 4242 ...\nserver process group 4301\n' -> [4301] if 4301 still runs vLLM."""
+    from .serving.local import stop_leftover_group
+
+    stopped = []
+    for line in lock_text.splitlines():
+        if line.startswith(SERVER_GROUP + " ") and line.removeprefix(SERVER_GROUP + " ").strip().isdigit():
+            pgid = int(line.removeprefix(SERVER_GROUP + " "))
+            if pgid != os.getpgid(0) and stop_leftover_group(pgid):
+                stopped.append(pgid)
+    return stopped
+
+
 @contextmanager
-def measuring_lock(out_dir: Path) -> Iterator[None]:
+def measuring_lock(out_dir: Path, on_leftover: Callable[[str], None] | None = None) -> Iterator[MeasuringLock]:
     """Hold `<out_dir>/.measuring.lock` while measuring into out_dir; raises SweepError if another process holds it.
 
     Two processes measuring into one folder would each rewrite sweep.json without the other's runs, and
     time-share the machine, so both would measure less than it serves. The lock is an flock: the kernel
-    drops it when its process ends, however it ends, so a killed sweep leaves no stale lock behind.
+    drops it when its process ends, however it ends, so a killed sweep leaves no stale lock behind. It
+    names the engine's process group (MeasuringLock.note_server): a lock that is free but not empty was
+    left by a process that died while measuring, and the engine it names is stopped before measuring
+    (`on_leftover(message)` says so).
     """
     import fcntl  # POSIX only, as vLLM's serving is
 
@@ -98,16 +135,26 @@ def measuring_lock(out_dir: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             lock.seek(0)
-            holder = lock.read().strip() or "another process"
-            raise SweepError(f"{out_dir} is being measured by {holder}: wait for it to finish (resuming then "
-                             "measures only what is left), or use another --out folder.") from None
+            holder = lock.read().splitlines()[0:1] or ["another process"]
+            raise SweepError(f"{out_dir} is being measured by {holder[0].strip()}: wait for it to finish (resuming "
+                             "then measures only what is left), or use another --out folder.") from None
+        lock.seek(0)
+        left = lock.read()
+        if stopped := stop_engines_left_by(left):
+            message = (f"stopped the vLLM engine (process group {', '.join(map(str, stopped))}) left running by "
+                       f"the process that measured into {out_dir} before and died ({left.splitlines()[0].strip()})")
+            if on_leftover:
+                on_leftover(message)
+        header = (f"specviz pid {os.getpid()} on {socket.gethostname()}, since "
+                  f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC\n")
+        lock.seek(0)
         lock.truncate(0)
-        lock.write(f"specviz pid {os.getpid()} on {socket.gethostname()}, since "
-                   f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC\n")
+        lock.write(header)
         lock.flush()
         try:
-            yield
+            yield MeasuringLock(lock, header)
         finally:
+            lock.seek(0)
             lock.truncate(0)
             fcntl.flock(lock, fcntl.LOCK_UN)
 
@@ -146,9 +193,10 @@ def run_sweep(
     if not runs_left(sweep, grid):  # a finished sweep opened elsewhere measures nothing, so mixes nothing
         return sweep
     check_same_machine(sweep, this_machine(), out_dir)
-    with measuring_lock(out_dir):
+    with measuring_lock(out_dir, on_leftover=lambda message: print(f"specviz: {message}", file=sys.stderr)) as lock:
         sweep = _open_sweep(grid, out_dir)  # again, under the lock: another process may have added runs meanwhile
-        return _measure(grid, out_dir, sweep, on_cell=on_cell, on_engine=on_engine, start_progress=start_progress)
+        return _measure(grid, out_dir, sweep, on_cell=on_cell, on_engine=on_engine, start_progress=start_progress,
+                        lock=lock)
 
 
 def _open_sweep(grid: SweepGrid, out_dir: Path) -> Sweep:
@@ -164,7 +212,8 @@ def _open_sweep(grid: SweepGrid, out_dir: Path) -> Sweep:
     return sweep.model_copy(update={"grid": grid})
 
 
-def _measure(grid: SweepGrid, out_dir: Path, sweep: Sweep, *, on_cell, on_engine, start_progress) -> Sweep:
+def _measure(grid: SweepGrid, out_dir: Path, sweep: Sweep, *, on_cell, on_engine, start_progress,
+             lock: MeasuringLock | None = None) -> Sweep:
     """run_sweep's measuring loop: every run left, saved as it finishes."""
     from .serving.local import LocalServer
     from .serving.recording import load_tokenizer, record, warmup_prompts
@@ -177,7 +226,7 @@ def _measure(grid: SweepGrid, out_dir: Path, sweep: Sweep, *, on_cell, on_engine
         if on_engine:
             on_engine(label, spec)
         with LocalServer(model=grid.target_model, spec=spec, dtype=grid.dtype, seed=grid.seed, trace=grid.traced,
-                         extra_args=server_args(grid, spec)) as server:
+                         extra_args=server_args(grid, spec), on_spawn=lock.note_server if lock else None) as server:
             ready_s = server.start(progress=start_progress)
             name = label if spec is None or spec.schedule else f"{label} k={k}"  # a schedule's label says its k
             for c in todo:

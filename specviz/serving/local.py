@@ -7,12 +7,21 @@
 The server is `python -m vllm.entrypoints.openai.api_server` (the command line comes from
 serve_command.serve_command, the one builder), so stop() ends the API server, its EngineCore child and
 anything they spawned.
+
+No server outlives the process that started it, however that process ends (a SIGKILL included): each
+server has a watchdog, a small process in a session of its own that reads a pipe only this process holds
+and SIGKILLs the server's whole process group when the pipe ends without a 'stopped' line. Not
+prctl(PR_SET_PDEATHSIG) on the API server: it fires when the *thread* that started the server ends (a
+Streamlit script thread ends after every rerun), and it would reach the API server alone, not the
+EngineCore and workers it spawned.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -65,15 +74,19 @@ class LocalServer:
     trace: bool = True
     extra_args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
-    workdir: Path | None = None  # log and trace files; a fresh temp dir if None
+    workdir: Path | None = None  # log and trace files; a fresh temp dir if None (removed by stop unless kept)
+    keep_files: bool = False  # keep a temp workdir after stop (a failed run: its log is evidence)
+    on_spawn: Callable[[LocalServer], None] | None = field(default=None, repr=False)  # see start()
 
     proc: subprocess.Popen | None = field(default=None, init=False, repr=False)
     start_time_s: float | None = field(default=None, init=False)
     ready_after_s: float | None = field(default=None, init=False)
     ready_log_offset: int = field(default=0, init=False)  # log size when /health first answered
+    watchdog: subprocess.Popen | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.workdir = Path(self.workdir or tempfile.mkdtemp(prefix="specviz-server-"))
+        self.temp_workdir = self.workdir is None
+        self.workdir = Path(self.workdir or tempfile.mkdtemp(prefix=TEMP_PREFIX))
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.workdir / "server.log"
         self.trace_path = self.workdir / "trace.jsonl"
@@ -90,10 +103,16 @@ class LocalServer:
         return serve_command(self.model, self.spec, trace=self.trace, port=self.port, python_module=True,
                              python=sys.executable, extra=options + self.extra_args)
 
+    @property
+    def pgid(self) -> int | None:
+        """The server's process group (its leader's pid: it starts a session of its own); None before start."""
+        return self.proc.pid if self.proc is not None else None
+
     def start(self, progress: Callable[[float, str], None] | None = None, timeout_s: float = 900) -> float:
         """Start the server and wait until /health answers; return the seconds it took.
 
-        `progress(elapsed_s, log_tail)` is called twice a second with the last 8 lines of the log.
+        `progress(elapsed_s, log_tail)` is called twice a second with the last 8 lines of the log;
+        `self.on_spawn(server)`, if set, once the process group exists (a sweep's lock names it).
 
         Raises EngineError (with the server's last log lines) if the model folder is missing, the
         port is taken, or the server exits or does not become healthy within timeout_s.
@@ -121,12 +140,16 @@ class LocalServer:
         )
         log.close()
         _live_servers.add(self)
+        self.watchdog = start_watchdog(self.proc.pid)
+        if self.on_spawn:
+            self.on_spawn(self)
         deadline = time.monotonic() + timeout_s
         with httpx.Client(timeout=2.0) as client:
             while True:
                 elapsed = time.time() - self.start_time_s
                 if self.proc.poll() is not None:
                     code = self.proc.returncode
+                    self.keep_files = True
                     self.stop()
                     cause = self.engine_error(since_start=True)
                     raise EngineError(f"vLLM exited with code {code} while starting."
@@ -138,6 +161,7 @@ class LocalServer:
                 except httpx.HTTPError:
                     pass
                 if time.monotonic() > deadline:
+                    self.keep_files = True
                     self.stop()
                     raise EngineError(f"vLLM did not become healthy within {timeout_s:.0f} s.\n{self.log_tail()}")
                 if progress:
@@ -199,20 +223,48 @@ class LocalServer:
             return ""
 
     def stop(self, grace_s: float = 20) -> None:
-        """End the server's whole process group: SIGTERM, then SIGKILL for whatever is left after grace_s."""
-        _live_servers.discard(self)
+        """End the server's whole process group: SIGTERM, then SIGKILL for whatever is left after grace_s.
+
+        A Ctrl-C (KeyboardInterrupt) while it waits cuts the grace short: the group is SIGKILLed at once,
+        then the interrupt goes on. The server leaves the live list (the exit hook's retry) only once its
+        group is gone. Its temp folder is removed then, unless the server died by itself or keep_files
+        is set (a failed run): then the log's path is printed and the folder kept.
+        """
         if self.proc is None:
+            _live_servers.discard(self)
             return
         pgid = self.proc.pid
-        for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10)):
-            try:
-                os.killpg(pgid, sig)
-            except ProcessLookupError:
-                break
-            if self._group_ends_within(pgid, wait_s):
-                break
-        self.proc.poll()
+        died_by_itself = self.proc.poll() is not None
+        try:
+            for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10)):
+                try:
+                    os.killpg(pgid, sig)
+                except ProcessLookupError:
+                    break
+                if self._group_ends_within(pgid, wait_s):
+                    break
+        except KeyboardInterrupt:
+            _kill_group_now(pgid)
+            self._group_ends_within(pgid, 10)  # SIGKILL cannot be refused: this is short
+            raise
+        finally:
+            if not live_group_members(pgid):
+                self._forget(keep=died_by_itself or self.keep_files)
+
+    def _forget(self, *, keep: bool) -> None:
+        """The group is gone: disarm the watchdog, leave the live list, remove or keep the temp folder."""
+        if self.proc is not None:
+            self.proc.poll()
         self.proc = None
+        stop_watchdog(self.watchdog)
+        self.watchdog = None
+        _live_servers.discard(self)
+        if not self.temp_workdir:
+            return
+        if keep:
+            print(f"specviz: the server's log is kept in {self.log_path}", file=sys.stderr)
+        else:
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
     def _group_ends_within(self, pgid: int, wait_s: float) -> bool:
         deadline = time.monotonic() + wait_s
@@ -226,8 +278,88 @@ class LocalServer:
     def __enter__(self) -> LocalServer:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None and not issubclass(exc_type, (KeyboardInterrupt, GeneratorExit)):
+            self.keep_files = True  # the work with this server failed: its log is evidence
         self.stop()
+
+
+TEMP_PREFIX = "specviz-server-"
+
+# The watchdog: blocks on stdin (a pipe whose write end only specviz holds). A 'stopped' line means the
+# server was stopped properly; anything else (end of file: specviz is gone) SIGKILLs the server's group.
+# Signals from the terminal or a group kill aimed at specviz do not reach it (its own session), and it
+# ignores SIGINT/SIGTERM/SIGHUP so that nothing but the pipe decides.
+_WATCHDOG = """
+import os, signal, sys
+for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    signal.signal(s, signal.SIG_IGN)
+if sys.stdin.readline().strip() != "stopped":
+    try:
+        os.killpg(int(sys.argv[1]), signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+"""
+
+
+def start_watchdog(pgid: int) -> subprocess.Popen | None:
+    """A process that SIGKILLs group pgid when this process ends without stop_watchdog (see _WATCHDOG)."""
+    try:
+        return subprocess.Popen([sys.executable, "-S", "-c", _WATCHDOG, str(pgid)], stdin=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    except OSError:
+        return None  # no watchdog: stop() and the exit hook still stop the server on an ordinary exit
+
+
+def stop_watchdog(watchdog: subprocess.Popen | None) -> None:
+    """Tell the watchdog its server was stopped properly, and let it exit."""
+    if watchdog is None:
+        return
+    try:
+        watchdog.stdin.write(b"stopped\n")
+        watchdog.stdin.close()
+    except (BrokenPipeError, OSError, ValueError):
+        pass
+    try:
+        watchdog.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        watchdog.kill()
+
+
+def _kill_group_now(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def is_vllm_group(pgid: int) -> bool:
+    """True when a live member of group pgid runs vLLM (so a group id named in an old lock, maybe reused
+    since by something else, is only stopped when it is still a vLLM engine)."""
+    for pid in live_group_members(pgid):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if b"vllm" in cmdline or b"VLLM" in cmdline:
+            return True
+    return False
+
+
+def stop_leftover_group(pgid: int, grace_s: float = 10) -> bool:
+    """Stop the vLLM process group pgid left by a dead specviz: SIGTERM, SIGKILL after grace_s. True if one
+    was running (and is now gone)."""
+    if not is_vllm_group(pgid):
+        return False
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + wait_s
+        while live_group_members(pgid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if not live_group_members(pgid):
+            break
+    return True
 
 
 def signal_description(returncode: int) -> str:

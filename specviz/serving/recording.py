@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import asdict
 from datetime import datetime, timezone
 
@@ -24,7 +24,7 @@ from ..runfile import LENIENT, RequestSpecDecodeMetrics, Run, RunMeta, SpecDecod
 from .counters import counters_delta, scrape_members_counters
 from .engine_log import died_reason, engine_gone, failed_on_the_server
 from .server import EngineError, Server
-from .stream import StreamResult, stream_completion
+from .stream import CANCELLED, StreamResult, stream_completion
 from .trace_reader import TraceReader, _steps_within, placeholder_only_reason, steps_by_request
 
 # Sent before measuring to start the engine's lazy work; not a prompt of any set, so the measured
@@ -81,6 +81,7 @@ def record(
     chat: bool = True,
     warmup: bool = True,
     on_request_done: Callable[[StreamResult], None] | None = None,
+    keep_interrupted: bool = False,
 ) -> Run:
     """Send every prompt (at most `concurrency` in flight), join the tracer's steps, return the Run.
 
@@ -96,6 +97,11 @@ def record(
     The warm-up sends WARMUP_PROMPT, not a prompt of the set, so no measured request finds its
     own prompt in vLLM's prefix cache. `logprobs` (top n per output token, 0 for none) is what lets a
     comparison with another run explain where their outputs part (specviz.divergence).
+
+    - a Ctrl-C (KeyboardInterrupt) stops sending and cuts the requests in flight at their next chunk;
+      with keep_interrupted the Run so far is returned, complete=False, its reason starting with
+      INTERRUPTED ('interrupted (Ctrl-C) after 2 of 8 requests finished; ...'); without, the
+      KeyboardInterrupt goes on once they stopped (a sweep drops the cell in flight).
 
     Raises EngineError before measuring when the warm-up's trace holds only placeholder drafts
     (the server's scheduler cannot see drafts: see placeholder_only_reason), or when the engine
@@ -128,12 +134,14 @@ def record(
         before = scrape_members_counters(members)
 
         gone = threading.Event()  # a request's error said the engine is gone: send no more
+        interrupted = threading.Event()  # Ctrl-C: send no more, and cut the streams in flight
 
         def one(i: int) -> StreamResult | None:
-            if gone.is_set():
+            if gone.is_set() or interrupted.is_set():
                 return None
             m = members[i % len(members)]
-            res = stream_completion(client, m.url, m.model, texts[i], request_ids[i], sampling)
+            res = stream_completion(client, m.url, m.model, texts[i], request_ids[i], sampling,
+                                    cancelled=interrupted.is_set)
             if engine_gone(res.error):
                 gone.set()
             if on_request_done:
@@ -141,10 +149,11 @@ def record(
                     on_request_done(res)
             return res
 
-        with ThreadPoolExecutor(max_workers=concurrency) as pool:
-            sent = list(pool.map(one, range(len(texts))))  # None: not sent, the engine was gone
+        sent = _send_all(one, len(texts), concurrency, interrupted)  # None: not sent (engine gone, Ctrl-C)
+        if interrupted.is_set() and not keep_interrupted:
+            raise KeyboardInterrupt
         results = [res for res in sent if res is not None]
-        after = scrape_members_counters(members) if server.alive() else None
+        after = scrape_members_counters(members) if server.alive() and not interrupted.is_set() else None
 
     # The tracer writes a step before its tokens reach the client, so by now every step is on disk.
     records = [rec for reader in readers for rec in reader.read_new()]
@@ -155,6 +164,8 @@ def record(
     if gone.is_set() or not server.alive():
         reason = died_reason(first_error=errors[0] if errors else None, engine_error=engine_error,
                              num_not_sent=len(texts) - len(results), log_tail=server.log_tail(15))
+    elif interrupted.is_set():
+        reason = interrupted_reason(results, len(texts))
     invalid = placeholder_only_reason(records) if server.spec is not None else None
     decode = token_decoder(tokenizer)
     try:
@@ -167,6 +178,40 @@ def record(
                      user_messages=[p for p, res in zip(prompts, sent) if res is not None] if chat else None,
                      counters=counters_delta(before, after) if reason is None else None,
                      invalid_reason=invalid, raw_trace_records=records, decode=decode)
+
+
+INTERRUPTED = "interrupted"  # the first word of an interrupted run's incomplete_reason
+
+
+def interrupted_reason(results: list[StreamResult], num_prompts: int) -> str:
+    """'interrupted (Ctrl-C) after 2 of 8 requests finished; 2 in flight were cancelled, 4 not sent'."""
+    finished = sum(1 for r in results if r.error is None and r.finish_reason is not None)
+    cut = sum(1 for r in results if r.error == CANCELLED)
+    return (f"{INTERRUPTED} (Ctrl-C) after {finished} of {num_prompts} requests finished; {cut} in flight "
+            f"{'was' if cut == 1 else 'were'} cancelled, {num_prompts - len(results)} not sent")
+
+
+def _send_all(one: Callable[[int], StreamResult | None], n: int, concurrency: int,
+              interrupted: threading.Event) -> list[StreamResult | None]:
+    """one(i) for i < n, at most `concurrency` at a time; their results in order.
+
+    A first Ctrl-C (KeyboardInterrupt in this thread) sets `interrupted`: requests not yet sent are not
+    sent, those in flight stop at their next chunk (one engine step, or the prefill for one that has none
+    yet), and what they had is kept. A second Ctrl-C while they wind down goes on up, at once.
+    """
+    pool = ThreadPoolExecutor(max_workers=concurrency)
+    futures = [pool.submit(one, i) for i in range(n)]
+    try:
+        wait(futures)
+    except KeyboardInterrupt:
+        interrupted.set()
+        try:
+            wait(futures)
+        except KeyboardInterrupt:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+    pool.shutdown()
+    return [f.result() for f in futures]
 
 
 def build_run(

@@ -15,6 +15,8 @@ import httpx
 
 from ..runfile import StreamChunk, TokenCandidates
 
+CANCELLED = "cancelled: the recording was interrupted (Ctrl-C) while this request was in flight"
+
 
 @dataclass
 class StreamResult:
@@ -37,9 +39,12 @@ class StreamResult:
 
 def stream_completion(
     client: httpx.Client, url: str, model: str, prompt: str, request_id: str, sampling: dict,
-    on_chunk: Callable[[StreamResult], None] | None = None,
+    on_chunk: Callable[[StreamResult], None] | None = None, cancelled: Callable[[], bool] | None = None,
 ) -> StreamResult:
-    """POST /v1/completions with stream=true; never raises for server failures (see .error)."""
+    """POST /v1/completions with stream=true; never raises for server failures (see .error).
+
+    `cancelled()` is asked after every chunk: True closes the stream (vLLM aborts the request) with
+    .error = CANCELLED, keeping what arrived."""
     result = StreamResult(request_id=request_id, prompt=prompt, start_time_s=time.time())
     # include_usage makes vLLM send a final chunk that carries per-request spec-decode metrics
     # when the server has --per-request-spec-decode-metrics.
@@ -80,6 +85,9 @@ def stream_completion(
                     result.finish_reason = choice["finish_reason"]
                 if on_chunk:
                     on_chunk(result)
+                if cancelled is not None and cancelled():
+                    result.error = CANCELLED
+                    break
     except (httpx.HTTPError, json.JSONDecodeError, KeyError, IndexError) as e:
         result.error = f"{type(e).__name__}: {e}"
     result.end_time_s = time.time() if result.error is None else None
