@@ -104,10 +104,11 @@ def cmd_record(args: argparse.Namespace) -> int:
         if isinstance(server, LocalServer):
             server.stop()
     path = save_run(run, args.out)
-    from .metrics import summarize
+    from .metrics import incomplete_trace_note, summarize
 
     s = summarize(run)
-    print(json.dumps({"out": str(path), "complete": s.complete, "mean_acceptance_length": s.mean_acceptance_length,
+    print(json.dumps({"out": str(path), "complete": s.complete, "trace_dropped_steps": s.trace_dropped_steps,
+                      "mean_acceptance_length": s.mean_acceptance_length,
                       "output_tokens_per_s": s.output_tokens_per_s, "counters_match": s.counters_match,
                       "failed_requests": s.num_failed_requests, "padded_draft_slots": s.num_padded_draft_tokens,
                       "invalid_reason": s.invalid_reason, "engine_error": run.meta.engine_error}))
@@ -117,6 +118,8 @@ def cmd_record(args: argparse.Namespace) -> int:
         print(f"specviz: the engine's error, from the server's log:\n{run.meta.engine_error}", file=sys.stderr)
     if not run.meta.traced and run.meta.spec is not None:
         print(f"specviz: {untraced_step_note(run)}", file=sys.stderr)
+    if incomplete := incomplete_trace_note(run):
+        print(f"specviz: {incomplete[0]}", file=sys.stderr)
     if run.meta.invalid_reason:
         return _fail(f"run saved INVALID to {path} (kept with the tracer's raw records): {run.meta.invalid_reason}", 1)
     if not run.meta.complete:
@@ -416,7 +419,7 @@ def _sweep_from_run(path: Path, args: argparse.Namespace) -> Path | int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from .metrics import summarize
+    from .metrics import incomplete_trace_note, summarize
 
     try:
         run = load_run(args.file)
@@ -437,6 +440,11 @@ def cmd_check(args: argparse.Namespace) -> int:
               file=sys.stderr)
     if run.meta.invalid_reason:
         return _fail(f"INVALID run: {run.meta.invalid_reason}", 1)
+    if incomplete := incomplete_trace_note(run):
+        print(f"specviz: {incomplete[0]}", file=sys.stderr)
+        if not incomplete[1]:
+            return _fail("the run's step records disagree with vLLM's own spec-decode counters", 1)
+        return 0  # the difference is the missing steps', said above
     if summary.counters_match is False:
         return _fail("the run's step records disagree with vLLM's own spec-decode counters", 1)
     return 0
