@@ -147,6 +147,7 @@ def kill_mid_run(model: str, kill: str, *, steps: int, max_tokens: int, num_requ
     finished = sum(n >= max_tokens for n in tokens.values())
     return {"pid": pid, "engine_core": engine_core, "mid_run": finished < num_requests,
             "finished_requests": finished, "requests_seen": len(tokens), "tokens": sum(tokens.values()),
+            "committed": tokens,  # per engine request id, what the trace held when the engine was frozen
             "steps": len(times), "seconds_of_steps": round(times[-1] - times[0], 3) if times else 0.0,
             # how long after the engine wrote the awaited step the killer saw it (its own lateness)
             "killer_late_s": round(seen - times[steps - 1], 3) if len(times) >= steps else None}
