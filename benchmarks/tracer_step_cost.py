@@ -15,7 +15,7 @@ the batch and k = 1 to 8, and what its writer thread costs beside it.
   line off the scheduler's path. It is not free: on a GPU server's host it runs on a core the engine
   does not use (while the GPU computes the next step), here it shares two cores with everything else.
 
-The two are timed in the same loop, alternating, on the same synthetic batch (every request verified k
+The two are timed in the same run, in alternating blocks of steps, on the same synthetic batch (every request verified k
 drafts and accepted k // 2, 200 output tokens so far); vLLM's own update is simulated (the outputs
 grow) and not timed. The writer is let drain between steps, as it does during a GPU forward pass that
 outlasts its per-step CPU (if it does not, it falls behind, and steps are dropped and counted). The share
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import os
 import platform
@@ -116,30 +117,37 @@ def inline_after_update(pending: list[tuple], step: int, trace_file) -> None:
     trace_file.write(json.dumps({"step": step, "t": time.time(), "reqs": reqs}, separators=(",", ":")) + "\n")
 
 
-def measure(batch: int, k: int, repeats: int, folder: str) -> dict:
-    """Median µs per step of both tracers' work in the scheduler's path, and the writer's CPU per step."""
+def measure(batch: int, k: int, repeats: int, folder: str, block: int = 25) -> dict:
+    """Median µs per step of both tracers' work in the scheduler's path, and the writer's CPU per step.
+
+    The two run in alternating blocks of `block` steps on the same batch, so both see the same load; within a
+    block each runs alone (one tracer's garbage and cache misses do not land in the other's timing).
+    """
     requests, sched, runner = synthetic_step(batch, k)
     inline_file = open(os.path.join(folder, f"inline-{batch}-{k}.jsonl"), "a", buffering=1, encoding="utf-8")
     writer = TraceWriter(os.path.join(folder, f"queued-{batch}-{k}.jsonl"), 1 << 40, 1 << 20, encode_step)
     inline_s, path_s = [], []
-    for step in range(repeats):
-        start = time.perf_counter()
-        pending = inline_before_update(requests, sched, runner)
-        middle = time.perf_counter()
-        vllm_update(requests, runner)
-        resume = time.perf_counter()
-        inline_after_update(pending, step, inline_file)
-        inline_s.append(time.perf_counter() - resume + middle - start)
-
-        start = time.perf_counter()
-        captured = capture_before(requests, sched, runner)
-        middle = time.perf_counter()
-        vllm_update(requests, runner)
-        resume = time.perf_counter()
-        writer.put(step, (step, time.time(), captured, [*map(len, captured[1])], sched, runner))
-        path_s.append(time.perf_counter() - resume + middle - start)
-        while writer.num_written <= step:  # the writer drains during the (simulated) forward pass
-            time.sleep(0.0002)
+    gc.collect()
+    for first in range(0, repeats, block):
+        steps = range(first, min(first + block, repeats))
+        for step in steps:
+            start = time.perf_counter()
+            pending = inline_before_update(requests, sched, runner)
+            middle = time.perf_counter()
+            vllm_update(requests, runner)
+            resume = time.perf_counter()
+            inline_after_update(pending, step, inline_file)
+            inline_s.append(time.perf_counter() - resume + middle - start)
+        for step in steps:
+            start = time.perf_counter()
+            captured = capture_before(requests, sched, runner)
+            middle = time.perf_counter()
+            vllm_update(requests, runner)
+            resume = time.perf_counter()
+            writer.put(step, (step, time.time(), captured, [*map(len, captured[1])], sched, runner))
+            path_s.append(time.perf_counter() - resume + middle - start)
+            while writer.num_written <= step:  # the writer drains during the (simulated) forward pass
+                time.sleep(0.0002)
     writer.close()
     inline_file.close()
     return {"inline_s": statistics.median(inline_s), "path_s": statistics.median(path_s),
@@ -167,7 +175,7 @@ def main() -> None:
                 rows.append((batch, k, measure(batch, k, args.repeats, folder)))
     load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"tracer work per engine step on {cpu_name()} ({os.cpu_count()} cores, load average {load}), median of "
-          f"{args.repeats} alternating steps; synthetic batches, k drafts each, k // 2 accepted")
+          f"{args.repeats} steps each in alternating blocks; synthetic batches, k drafts each, k // 2 accepted")
     if args.markdown:
         print("\n| requests in the batch | k | inline (before), µs | scheduler path (now), µs | now / before "
               "| now, share of a 10 ms step | now, share of a 30 ms step | writer CPU, µs per step |")
