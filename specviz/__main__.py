@@ -121,10 +121,11 @@ def cmd_record(args: argparse.Namespace) -> int:
     finally:
         if isinstance(server, LocalServer):
             interrupted_while_stopping = _stop_server(server)
-    from .metrics import summarize
+    from .metrics import incomplete_trace_note, summarize
 
     s = summarize(run)
-    print(json.dumps({"out": str(path), "complete": s.complete, "mean_acceptance_length": s.mean_acceptance_length,
+    print(json.dumps({"out": str(path), "complete": s.complete, "trace_dropped_steps": s.trace_dropped_steps,
+                      "mean_acceptance_length": s.mean_acceptance_length,
                       "output_tokens_per_s": s.output_tokens_per_s, "counters_match": s.counters_match,
                       "failed_requests": s.num_failed_requests, "padded_draft_slots": s.num_padded_draft_tokens,
                       "invalid_reason": s.invalid_reason, "engine_error": run.meta.engine_error}))
@@ -134,6 +135,8 @@ def cmd_record(args: argparse.Namespace) -> int:
         print(f"specviz: the engine's error, from the server's log:\n{run.meta.engine_error}", file=sys.stderr)
     if not run.meta.traced and run.meta.spec is not None:
         print(f"specviz: {untraced_step_note(run)}", file=sys.stderr)
+    if incomplete := incomplete_trace_note(run):
+        print(f"specviz: {incomplete[0]}", file=sys.stderr)
     if run.meta.invalid_reason:
         return _fail(f"run saved INVALID to {path} (kept with the tracer's raw records): {run.meta.invalid_reason}", 1)
     if not run.meta.complete:
@@ -482,13 +485,14 @@ def _sweep_from_run(path: Path, args: argparse.Namespace) -> Path | int:
 
 # `specviz check`'s exit codes (README, "The command line"): 0 valid and complete; 1 invalid (breaks its invariants,
 # or its steps disagree with vLLM's counters); 2 unreadable (not a run file, corrupt, too large); 3 valid but
-# incomplete (the engine died or the recording was stopped: meta.incomplete_reason says why).
+# incomplete (the engine died or the recording was stopped: meta.incomplete_reason says why; or the tracer dropped
+# steps it could not write in time: meta.trace_dropped_steps counts them).
 CHECK_INCOMPLETE = 3
 CHECK_EXIT_CODES = "exit 0: valid and complete; 1: invalid; 2: unreadable; 3: valid but incomplete"
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from .metrics import summarize
+    from .metrics import incomplete_trace_note, summarize
     from .runfile import RunFileError, load_run
 
     try:
@@ -510,6 +514,11 @@ def cmd_check(args: argparse.Namespace) -> int:
               file=sys.stderr)
     if run.meta.invalid_reason:
         return _fail(f"INVALID run: {run.meta.invalid_reason}", 1)
+    if incomplete := incomplete_trace_note(run):
+        print(f"specviz: {incomplete[0]}", file=sys.stderr)
+        if not incomplete[1]:
+            return _fail("the run's step records disagree with vLLM's own spec-decode counters", 1)
+        return CHECK_INCOMPLETE  # the difference is the missing steps', said above
     if summary.counters_match is False:
         return _fail("the run's step records disagree with vLLM's own spec-decode counters", 1)
     if not run.meta.complete:

@@ -226,11 +226,13 @@ class Summary(Frozen):
     num_padded_draft_tokens: int = 0  # placeholder slots vLLM counted as drafted and rejected
     num_failed_requests: int = 0  # requests the server refused or failed (see each request's error)
     invalid_reason: str | None = None  # the invariant the recording broke, if it did
+    trace_dropped_steps: int = 0  # engine steps the tracer's writer dropped (fell behind): the traces are incomplete
+    num_untraced_tokens: int = 0  # output tokens no recorded step commits (dropped, or the server died first)
 
 
 # Summary fields that are the run's own facts, under RunMeta's names: what it ran and where.
 SUMMARY_META_FIELDS = ("run_id", "complete", "method", "num_speculative_tokens", "concurrency", "prompt_set",
-                       "max_tokens", "vllm_version", "platform", "device_name", "invalid_reason")
+                       "max_tokens", "vllm_version", "platform", "device_name", "invalid_reason", "trace_dropped_steps")
 
 
 def summarize(run: Run) -> Summary:
@@ -263,7 +265,42 @@ def summarize(run: Run) -> Summary:
         num_padded_steps=len(padded),
         num_padded_draft_tokens=sum(s.num_padded_drafts for s in padded),
         num_failed_requests=sum(1 for r in run.requests if r.error),
+        num_untraced_tokens=sum(r.num_untraced_tokens for r in run.requests),
     )
+
+
+def incomplete_trace_note(run: Run) -> tuple[str, bool] | None:
+    """(what is missing from the traces and how it moves the counters cross-check, whether the drops explain it).
+
+    None when the traces are whole. The steps that are left are a subset of what vLLM counted, so each of the
+    counters is at least the steps' count; the difference is what the missing steps drafted and accepted:
+        the tracer dropped 3 steps; counters 120 drafts / 360 draft tokens / 200 accepted, steps 112 / 336 / 185
+        -> "... vLLM's counters count 8 drafts, 24 draft tokens and 15 accepted tokens more than the steps", True
+    """
+    untraced = sum(r.num_untraced_tokens for r in run.requests)
+    dropped = run.meta.trace_dropped_steps
+    if not dropped and not untraced:
+        return None
+    what = (f"the tracer's writer fell behind and dropped {dropped} engine step{'s' if dropped != 1 else ''}"
+            if dropped else "the server died before the tracer wrote its last steps")
+    note = (f"the run's traces are INCOMPLETE: {what}, so {untraced} output token{'s' if untraced != 1 else ''} of "
+            f"{sum(1 for r in run.requests if r.num_untraced_tokens)} request(s) have no step")
+    counters = run.meta.vllm_counters
+    if counters is None or not run.meta.traced:
+        return note, True
+    steps = count_as_vllm([s for r in run.requests for s in r.steps], run.meta.num_speculative_tokens)
+    more = [counters.num_drafts - steps.num_drafts, counters.num_draft_tokens - steps.num_draft_tokens,
+            counters.num_accepted_tokens - steps.num_accepted_tokens]
+    per_pos = [c - s for c, s in zip(counters.num_accepted_tokens_per_pos, steps.num_accepted_tokens_per_pos)]
+    explained = min(more + per_pos, default=0) >= 0
+    if explained:
+        note += (f"; vLLM's counters count {more[0]} drafts, {more[1]} draft tokens and {more[2]} accepted tokens "
+                 "more than the steps: what the missing steps verified")
+    else:
+        note += (f"; and the steps count more than vLLM's counters somewhere (counters minus steps: {more[0]} drafts, "
+                 f"{more[1]} draft tokens, {more[2]} accepted tokens, per position {per_pos}), which missing steps "
+                 "cannot explain")
+    return note, explained
 
 
 class StepFigures(Frozen):

@@ -167,6 +167,10 @@ class Request(Frozen):
     finish_reason: str | None = Field(description="'length', 'stop', 'abort', or None if cut off or failed")
     error: str | None = Field(default=None, description="why the request failed (the server's message), if it did")
     steps: list[Step] = Field(default_factory=list, description="empty when the server had no tracer")
+    num_untraced_tokens: int = Field(
+        default=0, ge=0, description="output tokens no recorded step commits: the tracer dropped their steps (its "
+                                     "writer fell behind: meta.trace_dropped_steps) or the server died before they "
+                                     "were written; 0 when the steps rebuild the whole output")
     stream_chunks: list[StreamChunk] = Field(default_factory=list, description="the stream, chunk by chunk")
     spec_decode_metrics: RequestSpecDecodeMetrics | None = Field(
         default=None, description="vLLM's per-request acceptance figures, when the server reports them")
@@ -182,7 +186,12 @@ class Request(Frozen):
                              f"{len(self.output_token_ids)} output tokens")
         if self.steps:
             committed = [t for s in self.steps for t in s.committed_token_ids]
-            if committed != self.output_token_ids:
+            if self.num_untraced_tokens:  # steps are missing: the ones kept commit the rest
+                if len(committed) + self.num_untraced_tokens != len(self.output_token_ids):
+                    raise ValueError(
+                        f"request {self.request_id}: the steps commit {len(committed)} tokens and "
+                        f"{self.num_untraced_tokens} are untraced, not its {len(self.output_token_ids)} output tokens")
+            elif committed != self.output_token_ids:
                 raise ValueError(
                     f"request {self.request_id}: the steps commit {len(committed)} tokens that differ "
                     f"from its {len(self.output_token_ids)} output tokens"
@@ -234,6 +243,9 @@ class RunMeta(DraftingFacts, Frozen):
     invalid_reason: str | None = Field(
         default=None, description="the invariant the recording broke; its steps are kept as recorded, unchecked")
     vllm_counters: SpecDecodeCounters | None = None
+    trace_dropped_steps: int = Field(
+        default=0, ge=0, description="engine steps the tracer's writer dropped because it fell behind (its queue was "
+                                     "full): the traces are incomplete, and vLLM's counters count those steps too")
     notes: str = ""
 
     @model_validator(mode="before")
@@ -268,6 +280,10 @@ class Run(Frozen):
             raise ValueError("request ids are not unique")
         if self.meta.complete and self.meta.incomplete_reason:
             raise ValueError("a complete run has no incomplete_reason")
+        untraced = next((r for r in self.requests if r.num_untraced_tokens), None)
+        if untraced and self.meta.complete and not self.meta.trace_dropped_steps:  # nothing lost without a count
+            raise ValueError(f"request {untraced.request_id} has {untraced.num_untraced_tokens} untraced tokens in a "
+                             "complete run whose tracer dropped no step")
         spec = self.meta.spec
         if spec is None:
             if any(s.draft_token_ids or s.num_padded_drafts for r in self.requests for s in r.steps):

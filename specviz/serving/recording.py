@@ -25,11 +25,20 @@ from .counters import counters_delta, scrape_members_counters
 from .engine_log import died_reason, engine_gone, failed_on_the_server
 from .server import EngineError, Server
 from .stream import CANCELLED, StreamResult, stream_completion
-from .trace_reader import TraceReader, _steps_within, placeholder_only_reason, steps_by_request
+from .trace_reader import (
+    TraceReader,
+    _steps_within,
+    client_request_id,
+    committed_count,
+    placeholder_only_reason,
+    steps_by_request,
+)
 
 # Sent before measuring to start the engine's lazy work; not a prompt of any set, so the measured
 # requests do not find their own prompts in vLLM's prefix cache.
 WARMUP_PROMPT = "Warm-up request: name three colours."
+TRACE_CATCH_UP_S = 10.0  # the longest the recorder waits for the tracer's writer to write a run's last steps
+TRACE_QUIET_S = 1.0  # with drops counted, a trace that has not grown for this long is taken as complete
 
 
 def warmup_prompts(n: int) -> list[str]:
@@ -131,6 +140,7 @@ def record(
         warmup_records = [rec for reader in readers for rec in reader.read_new()]
         if server.spec is not None and (why := placeholder_only_reason(warmup_records)):
             raise EngineError(f"cannot trace this server: {why}")
+        dropped_before = sum(reader.num_dropped_steps for reader in readers)
         before = scrape_members_counters(members)
 
         gone = threading.Event()  # a request's error said the engine is gone: send no more
@@ -155,8 +165,10 @@ def record(
         results = [res for res in sent if res is not None]
         after = scrape_members_counters(members) if server.alive() and not interrupted.is_set() else None
 
-    # The tracer writes a step before its tokens reach the client, so by now every step is on disk.
-    records = [rec for reader in readers for rec in reader.read_new()]
+    # The tracer's writer thread writes a step soon after its tokens left the engine: wait for it (a dead server
+    # wrote all it ever will).
+    records = read_until_traced(readers, results, wait=server.alive() and not gone.is_set())
+    dropped = sum(reader.num_dropped_steps for reader in readers) - dropped_before
     reason = engine_error = None
     errors = [r.error for r in results if r.error]
     if any(failed_on_the_server(e) for e in errors) or gone.is_set() or not server.alive():
@@ -177,7 +189,38 @@ def record(
                      max_tokens=max_tokens, sampling=sampling, incomplete_reason=reason, engine_error=engine_error,
                      user_messages=[p for p, res in zip(prompts, sent) if res is not None] if chat else None,
                      counters=counters_delta(before, after) if reason is None else None,
-                     invalid_reason=invalid, raw_trace_records=records, decode=decode)
+                     invalid_reason=invalid, raw_trace_records=records, decode=decode, trace_dropped_steps=dropped)
+
+
+def read_until_traced(readers: list[TraceReader], results: list[StreamResult], *, wait: bool = True) -> list[dict]:
+    """The tracer's new records, read until they commit every token the client received.
+
+    The tracer writes each step from a thread of its own, shortly after vLLM sent the step's tokens, so the
+    last steps of a run may reach the file after its last token reached the client. Waits at most
+    TRACE_CATCH_UP_S; when the writer fell behind and dropped steps (counted in the file), those tokens never
+    come, and a trace quiet for TRACE_QUIET_S is as complete as it will get.
+    """
+    records = [rec for reader in readers for rec in reader.read_new()]
+    want = {r.request_id: len(r.token_ids) for r in results if r.token_ids}
+    got: dict[str, int] = dict.fromkeys(want, 0)
+
+    def count(recs: list[dict]) -> None:
+        for rec in recs:
+            for entry in rec["reqs"]:
+                if (rid := client_request_id(entry[0])) in got:
+                    got[rid] += committed_count(entry[3])
+
+    count(records)
+    start = quiet_since = time.monotonic()
+    while wait and any(got[rid] < n for rid, n in want.items()) and time.monotonic() - start < TRACE_CATCH_UP_S:
+        time.sleep(0.02)
+        if fresh := [rec for reader in readers for rec in reader.read_new()]:
+            count(fresh)
+            records += fresh
+            quiet_since = time.monotonic()
+        elif any(r.num_dropped_steps for r in readers) and time.monotonic() - quiet_since > TRACE_QUIET_S:
+            break
+    return records
 
 
 INTERRUPTED = "interrupted"  # the first word of an interrupted run's incomplete_reason
@@ -219,7 +262,7 @@ def build_run(
     prompt_set: str, concurrency: int, max_tokens: int, sampling: dict, incomplete_reason: str | None = None,
     counters: SpecDecodeCounters | None = None, user_messages: list[str | None] | None = None,
     invalid_reason: str | None = None, raw_trace_records: list[dict] | None = None, engine_error: str | None = None,
-    decode: Callable[[int], str] | None = None,
+    decode: Callable[[int], str] | None = None, trace_dropped_steps: int = 0,
 ) -> Run:
     """Assemble a Run from what the client saw and the tracer's steps, with this machine's provenance.
 
@@ -227,12 +270,18 @@ def build_run(
     Without the tracer, `decode` (token id -> text) gives each output token its text for the step view.
     A Run that breaks its invariants (or arrives with `invalid_reason`) is still returned, marked
     invalid with the violation and carrying `raw_trace_records`, so it can be saved and inspected.
+    When the tracer dropped steps (`trace_dropped_steps`) or the run ended with the engine, a request's
+    steps may commit fewer tokens than it received: the rest are counted as its num_untraced_tokens.
+    Otherwise such a request breaks the run's invariants (a step was lost without being counted).
     """
     requests = []
     for res, user_message in zip(results, user_messages or [None] * len(results)):
         req_steps = steps.get(res.request_id, []) if server.trace else []
         if res.finish_reason is None:  # cut off: keep the steps whose tokens reached the client
             req_steps = _steps_within(req_steps, len(res.token_ids))
+        untraced = 0
+        if server.trace and (trace_dropped_steps or incomplete_reason):
+            untraced = max(len(res.token_ids) - sum(len(s.committed_token_ids) for s in req_steps), 0)
         requests.append(dict(
             request_id=res.request_id, prompt=res.prompt, user_message=user_message,
             prompt_token_ids=res.prompt_token_ids,
@@ -240,6 +289,7 @@ def build_run(
             output_token_texts=[decode(t) for t in res.token_ids] if decode and not server.trace else [],
             first_token_time_s=res.first_token_time_s, end_time_s=res.end_time_s,
             finish_reason=res.finish_reason, error=res.error, steps=req_steps, stream_chunks=res.chunks,
+            num_untraced_tokens=untraced,
             spec_decode_metrics=_spec_decode_metrics(res.spec_decode_metrics),
             top_logprobs=res.top_logprobs,
         ))
@@ -259,6 +309,7 @@ def build_run(
         incomplete_reason=incomplete_reason,
         engine_error=engine_error,
         vllm_counters=counters,
+        trace_dropped_steps=trace_dropped_steps,
     )
     if invalid_reason is None:
         try:

@@ -1,7 +1,9 @@
 """The tracer's records: read them as they are written, and join them to the client's requests.
 
 The tracer (serving.tracer) appends one JSON line per engine step to the file named by
-SPECVIZ_TRACE_FILE; see its docstring for the line format.
+SPECVIZ_TRACE_FILE, and a line {"dropped_steps": n, ...} when its writer fell behind and dropped n
+steps; see its docstring for the format. Files of earlier tracers (committed tokens as ids, four
+fields per request) read the same.
 """
 
 from __future__ import annotations
@@ -15,12 +17,16 @@ from ..runfile import Step
 
 TRACE_FILE_ENV = "SPECVIZ_TRACE_FILE"  # where serving.tracer appends its step records (JSON lines)
 TRACE_MAX_MB_ENV = "SPECVIZ_TRACE_MAX_MB"  # past this size the tracer rotates its file to "<file>.1"
+TRACE_QUEUE_STEPS_ENV = "SPECVIZ_TRACE_QUEUE_STEPS"  # steps the tracer's writer may fall behind before dropping
+DROPPED_STEPS_KEY = "dropped_steps"  # the key of the line that counts steps the tracer's writer dropped
+
 
 class TraceReader:
     """Reads the tracer's JSON-lines file incrementally; a half-written last line waits for the next read.
 
     Follows the tracer's rotation (SPECVIZ_TRACE_MAX_MB): when the file it was reading has become
-    "<file>.1", it reads the rest of that one, then the new file from its start.
+    "<file>.1", it reads the rest of that one, then the new file from its start. Returns step records
+    only: the lines that count dropped steps add to `num_dropped_steps` (since this reader started).
     """
 
     TAIL_BYTES = 1 << 16  # from_end looks this far back for the last whole line
@@ -29,6 +35,7 @@ class TraceReader:
         self.path = Path(path)
         self._offset = 0
         self._inode: int | None = None
+        self.num_dropped_steps = 0
         try:
             with open(self.path, "rb") as f:
                 self._inode = os.fstat(f.fileno()).st_ino
@@ -53,7 +60,11 @@ class TraceReader:
         end = fresh.rfind(b"\n") + 1
         self._offset += end
         data += fresh[:end]
-        return [json.loads(line) for line in data.splitlines() if line.strip()]
+        records = [json.loads(line) for line in data.splitlines() if line.strip()]
+        if not any(DROPPED_STEPS_KEY in rec for rec in records):
+            return records
+        self.num_dropped_steps += sum(rec.get(DROPPED_STEPS_KEY, 0) for rec in records)
+        return [rec for rec in records if DROPPED_STEPS_KEY not in rec]
 
     def _rest_of_rotated(self) -> bytes:
         rotated = self.path.with_name(self.path.name + ".1")
@@ -83,6 +94,11 @@ def _end_of_last_line(f, window: int) -> int:
     return 0
 
 
+def committed_count(committed: int | list[int]) -> int:
+    """How many tokens a record's entry committed: the tracer writes the count, earlier tracers the ids."""
+    return committed if isinstance(committed, int) else len(committed)
+
+
 def client_request_id(engine_id: str) -> str:
     """'cmpl-abc-7-0-1f2e3d4c' -> 'abc-7': strip vLLM's prefix, choice index and random suffix."""
     return engine_id.removeprefix("cmpl-").rsplit("-", 2)[0]
@@ -97,8 +113,10 @@ def steps_by_request(records: list[dict], request_ids: list[str], decode: Callab
     """
     out: dict[str, list[Step]] = {rid: [] for rid in request_ids}
     for rec in records:
-        for entry in rec["reqs"]:
+        for entry in rec.get("reqs", ()):  # a line counting dropped steps has none
             engine_id, drafts, sampled, committed = entry[:4]
+            if isinstance(committed, int):  # how many of the sampled tokens; earlier tracers wrote the ids
+                committed = sampled[:committed]
             padded = entry[4] if len(entry) > 4 else 0  # tracers before specviz 0.2 wrote four fields
             rid = client_request_id(engine_id)
             if rid not in out:  # another client's request (a warm-up, or a second user)
@@ -122,7 +140,7 @@ def placeholder_only_reason(records: list[dict]) -> str | None:
     seen: set[str] = set()
     decode_entries = []
     for rec in records:
-        for entry in rec["reqs"]:
+        for entry in rec.get("reqs", ()):
             if entry[0] in seen:
                 decode_entries.append(entry)
             seen.add(entry[0])

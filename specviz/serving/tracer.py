@@ -8,15 +8,17 @@ Load it with vLLM's own option, in the server or offline:
 
 It runs inside the EngineCore process (a child of the server), so records leave through an
 append-only JSON-lines file named by the environment variable SPECVIZ_TRACE_FILE: one line per
-engine step that produced tokens, flushed at once, so a server that dies keeps what it wrote.
+engine step that produced tokens.
 
     {"step": 12, "t": 1764600000.1,
-     "reqs": [["cmpl-ab12-0-1f2e3d4c", [11, 12, 13], [11, 99], [11, 99]], ...]}
+     "reqs": [["cmpl-ab12-0-1f2e3d4c", [11, 12, 13], [11, 99], 2, 0], ...]}
 
-Each entry of "reqs" is [engine request id, draft token ids, sampled token ids, committed token
-ids, padded slots]: drafts are the real drafts in `scheduler_output.scheduled_spec_decode_tokens[req_id]`,
-sampled is `model_runner_output.sampled_token_ids[index]` (accepted drafts then one correction or bonus
-token) copied before vLLM trims it at a stop, and committed is what the request's output grew by.
+Each entry of "reqs" is [engine request id, draft token ids, sampled token ids, committed, padded
+slots]: drafts are the real drafts in `scheduler_output.scheduled_spec_decode_tokens[req_id]`, sampled
+is `model_runner_output.sampled_token_ids[index]` (accepted drafts then one correction or bonus token)
+as it was before vLLM trimmed it at a stop, and committed is how many of the sampled tokens joined the
+request's output (they are always its first ones). Earlier tracers wrote committed as the
+token ids themselves (and before that, four fields); serving.trace_reader reads all three.
 
 Padded slots are placeholder drafts (-1) that no drafter proposed. vLLM's scheduler pads a request
 that joins the batch with exactly one token left to compute (a prompt whose prefix is cached up to
@@ -26,7 +28,19 @@ there were, so outputs still rebuild and totals still reconcile with vLLM's coun
 that vLLM puts in place of grammar-invalid drafts are not counted by vLLM, and not here either.
 
     a request admitted with 769 prompt tokens, 768 of them cached, at k=4:
-    ["cmpl-ab12-0-1f2e", [], [13], [13], 4]      one token, 4 padded slots vLLM counts as rejected
+    ["cmpl-ab12-0-1f2e", [], [13], 1, 4]      one token, 4 padded slots vLLM counts as rejected
+
+The scheduler never waits on the disk. In `update_from_output` the tracer only takes what vLLM is
+about to change (each request's output length and sampled length and last sampled token), as a few
+C-level `map`s over the batch, and queues them with references to the step's own outputs; a writer
+thread in the same process builds and writes the line. Its queue is bounded (SPECVIZ_TRACE_QUEUE_STEPS
+steps): when the writer falls behind, whole steps are dropped and counted, and the file says so in a
+line of its own that the reader counts:
+
+    {"dropped_steps": 3, "first_step": 118, "last_step": 120}
+
+On shutdown (and at interpreter exit) the writer drains its queue for at most FLUSH_TIMEOUT_S seconds;
+a process killed outright loses only the steps still queued, and the file keeps what reached it.
 
 Under async scheduling or vLLM's V2 model runner the scheduler only sees placeholder drafts; the
 tracer refuses to start there rather than record nothing. Writing is bounded: past
@@ -36,24 +50,47 @@ SPECVIZ_TRACE_MAX_MB megabytes the file is rotated to "<file>.1" (one old file k
 
 from __future__ import annotations
 
+import atexit
 import json
+import operator
 import os
+import queue
+import threading
 import time
 
 from vllm.logger import init_logger
 from vllm.v1.core.sched.scheduler import Scheduler
 
 from ..base import SpecvizError
-from .trace_reader import TRACE_FILE_ENV, TRACE_MAX_MB_ENV
+from .trace_reader import DROPPED_STEPS_KEY, TRACE_FILE_ENV, TRACE_MAX_MB_ENV, TRACE_QUEUE_STEPS_ENV
 
 logger = init_logger(__name__)
 
 PLACEHOLDER_TOKEN_ID = -1
 DEFAULT_TRACE_MAX_MB = 512.0  # about 30 minutes at 64 concurrent requests on a fast GPU
+DEFAULT_TRACE_QUEUE_STEPS = 256  # 2.5 s of 10 ms steps the writer may fall behind before steps are dropped
+FLUSH_TIMEOUT_S = 5.0  # how long shutdown (or exit) waits for the writer to drain its queue
+IDLE_CHECK_S = 0.2  # an idle writer looks this often for drops that no later step announced
+
+_OUTPUT_LIST = operator.attrgetter("_output_token_ids")  # vLLM's Request appends its output to this list
+_LAST = operator.itemgetter(-1)
+_STOP = object()  # tells the writer to drain and close
 
 
 class TracerError(SpecvizError, RuntimeError):
     pass
+
+
+def trace_queue_steps() -> int:
+    """How many steps the writer may hold before new ones are dropped, from SPECVIZ_TRACE_QUEUE_STEPS (default 256)."""
+    raw = os.environ.get(TRACE_QUEUE_STEPS_ENV, "")
+    try:
+        steps = int(raw) if raw else DEFAULT_TRACE_QUEUE_STEPS
+    except ValueError:
+        raise TracerError(f"specviz tracer: {TRACE_QUEUE_STEPS_ENV}={raw!r} is not a whole number of steps") from None
+    if steps < 1:
+        raise TracerError(f"specviz tracer: {TRACE_QUEUE_STEPS_ENV} must be >= 1, got {raw!r}")
+    return steps
 
 
 def check_can_trace(vllm_config) -> None:
@@ -100,8 +137,163 @@ def trace_max_bytes() -> int:
     return int(mb * 1024 * 1024)
 
 
+def capture_before(requests: dict, scheduler_output, model_runner_output):
+    """What vLLM's update is about to change, read without a per-request Python loop; None if nothing sampled.
+
+    (request ids, their output lists, output lengths, sampled lengths, last sampled tokens): vLLM appends to
+    each output list and trims a stopping request's sampled list in place, so the lengths and last tokens are
+    taken now, and `record_entries` rebuilds the rest from the step's own outputs later.
+    """
+    sampled_all = model_runner_output.sampled_token_ids
+    if sampled_all is None or len(sampled_all) == 0:
+        return None
+    req_ids = [*scheduler_output.num_scheduled_tokens]
+    try:
+        outputs = [*map(_OUTPUT_LIST, map(requests.__getitem__, req_ids))]
+    except (KeyError, AttributeError):  # a request aborted during the step (vLLM skips it), or another Request
+        req_ids = [rid for rid in req_ids if rid in requests]
+        outputs = [_output_list(requests[rid]) for rid in req_ids]
+    try:
+        lasts = [*map(_LAST, sampled_all)]
+    except IndexError:  # a request in the middle of its prefill sampled nothing
+        lasts = [s[-1] if len(s) else PLACEHOLDER_TOKEN_ID for s in sampled_all]
+    return req_ids, outputs, [*map(len, outputs)], [*map(len, sampled_all)], lasts
+
+
+def _output_list(request):
+    try:
+        return request._output_token_ids
+    except AttributeError:
+        return request.output_token_ids
+
+
+def record_entries(captured, output_lengths_after: list[int], scheduler_output, model_runner_output) -> list[list]:
+    """The "reqs" of one step's line: [request id, drafts, sampled, committed, padded] per request whose output grew.
+
+    A request vLLM skipped (finished or aborted before the update, stale output it drops) or that sampled
+    nothing (a prefill chunk) did not grow, and is left out as vLLM leaves it out. A stopped request's sampled
+    list was trimmed to what it committed; the rest were accepted drafts and the last token taken before:
+        drafts [5, 6, 7], sampled [5, 6, 9] trimmed to [5] at a stop -> [5] + drafts[1:2] + [9] = [5, 6, 9]
+    """
+    req_ids, _outputs, before, sampled_lengths, lasts = captured
+    sampled_all = model_runner_output.sampled_token_ids
+    index_of = model_runner_output.req_id_to_index
+    spec_tokens = scheduler_output.scheduled_spec_decode_tokens
+    invalid = getattr(scheduler_output, "num_invalid_spec_tokens", None) or {}
+    entries = []
+    for req_id, n_before, n_after in zip(req_ids, before, output_lengths_after):
+        committed = n_after - n_before
+        if committed <= 0:
+            continue
+        index = index_of[req_id]
+        sampled = sampled_all[index]
+        if type(sampled) is not list:
+            sampled = [*map(int, sampled)]
+        scheduled = spec_tokens.get(req_id)
+        drafts, padded = split_drafts(scheduled, invalid.get(req_id, 0)) if scheduled is not None else ([], 0)
+        if len(sampled) < sampled_lengths[index]:  # trimmed at a stop
+            sampled = sampled + drafts[len(sampled):sampled_lengths[index] - 1] + [int(lasts[index])]
+        entries.append([req_id, drafts, sampled, committed, padded])
+    return entries
+
+
+class TraceWriter:
+    """Writes queued steps to the trace file on a thread of its own; whole steps are dropped (and counted) when
+    it falls `max_steps` behind, so the scheduler's `put` never waits.
+
+    The file is opened unbuffered and written once per step: each write is a system call that hands the GIL
+    back, so a scheduler thread waiting for it waits at most one step's encoding, and a killed process keeps
+    every line written.
+    """
+
+    def __init__(self, path: str, max_bytes: int, max_steps: int, encode) -> None:
+        self.path, self.max_bytes, self.max_steps, self._encode = path, max_bytes, max_steps, encode
+        self._file = open(path, "ab", buffering=0)
+        self._written = self._file.tell()
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._drops_lock = threading.Lock()
+        self._pending_drops: list[int] = []  # engine steps dropped and not yet announced in the file
+        self.num_dropped = 0  # steps dropped since start
+        self.num_written = 0  # steps written since start
+        self.cpu_s = 0.0  # the writer thread's own CPU time
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="specviz-trace-writer", daemon=True)
+        self._thread.start()
+
+    def put(self, step: int, item) -> bool:
+        """Queue one step for writing; False (and the step counted as dropped) when the writer is full behind."""
+        if self._queue.qsize() >= self.max_steps or self._closed:
+            with self._drops_lock:
+                self._pending_drops.append(step)
+                self.num_dropped += 1
+            return False
+        self._queue.put(item)
+        return True
+
+    def close(self, timeout_s: float = FLUSH_TIMEOUT_S) -> None:
+        """Drain what is queued (at most `timeout_s`), announce pending drops and close; safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(_STOP)
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            logger.warning("specviz tracer: the trace writer did not drain within %.0f s; %d queued step(s) "
+                           "are not in %s", timeout_s, self._queue.qsize(), self.path)
+
+    def _run(self) -> None:
+        cpu_start = time.thread_time()
+        try:
+            while True:
+                try:
+                    item = self._queue.get(timeout=IDLE_CHECK_S)
+                except queue.Empty:
+                    self._announce_drops()
+                    continue
+                if item is _STOP:
+                    break
+                self._announce_drops()
+                line = self._encode(item)
+                if line is not None:
+                    self._write(line)
+                self.num_written += 1
+                self.cpu_s = time.thread_time() - cpu_start
+            self._announce_drops()
+        except Exception:  # a broken writer must not take the engine down with it: say so, keep serving
+            logger.exception("specviz tracer: the trace writer stopped; steps from here on are not recorded")
+        finally:
+            self._file.close()
+            self.cpu_s = time.thread_time() - cpu_start
+
+    def _announce_drops(self) -> None:
+        if not self._pending_drops:
+            return
+        with self._drops_lock:
+            steps, self._pending_drops = self._pending_drops, []
+        self._write(json.dumps({DROPPED_STEPS_KEY: len(steps), "first_step": steps[0], "last_step": steps[-1]},
+                               separators=(",", ":")).encode())
+
+    def _write(self, line: bytes) -> None:
+        if self._written + len(line) + 1 > self.max_bytes and self._written > 0:
+            self._file.close()
+            os.replace(self.path, self.path + ".1")
+            self._file = open(self.path, "ab", buffering=0)
+            self._written = 0
+        self._file.write(line + b"\n")
+        self._written += len(line) + 1
+
+
+def encode_step(item) -> bytes | None:
+    """One queued step as its JSON line (None when no request's output grew)."""
+    step, t, captured, after, scheduler_output, model_runner_output = item
+    reqs = record_entries(captured, after, scheduler_output, model_runner_output)
+    if not reqs:
+        return None
+    return json.dumps({"step": step, "t": t, "reqs": reqs}, separators=(",", ":")).encode()
+
+
 class TracingScheduler(Scheduler):
-    """vLLM's V1 Scheduler plus one JSON line per engine step (see the module docstring)."""
+    """vLLM's V1 Scheduler plus one JSON line per engine step, written off the scheduler's path (module docstring)."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -111,60 +303,25 @@ class TracingScheduler(Scheduler):
             raise TracerError(
                 f"specviz tracer: set {TRACE_FILE_ENV} to the file that should receive step records"
             )
-        self._trace_path = path
-        self._max_bytes = trace_max_bytes()
-        self._trace_file = open(path, "a", buffering=1, encoding="utf-8")
-        self._written = self._trace_file.tell()
         self._engine_step = 0
-        logger.info("specviz tracer writing step records to %s (rotated past %d MB)", path,
-                    self._max_bytes // (1024 * 1024))
+        self._writer = TraceWriter(path, trace_max_bytes(), trace_queue_steps(), encode_step)
+        atexit.register(self._writer.close)  # an exit without shutdown() still drains the queue
+        logger.info("specviz tracer writing step records to %s (rotated past %d MB, at most %d steps queued)", path,
+                    self._writer.max_bytes // (1024 * 1024), self._writer.max_steps)
 
     def update_from_output(self, scheduler_output, model_runner_output):
-        pending = self._steps_before_update(scheduler_output, model_runner_output)
+        captured = capture_before(self.requests, scheduler_output, model_runner_output)
         outputs = super().update_from_output(scheduler_output, model_runner_output)
         self._engine_step += 1
-        if pending:
-            reqs = [[req_id, drafts, sampled, request.output_token_ids[before:], padded]
-                    for req_id, request, before, drafts, sampled, padded in pending]
-            self._write(json.dumps({"step": self._engine_step, "t": time.time(), "reqs": reqs},
-                                   separators=(",", ":")))
+        if captured is not None:
+            # The step's outputs are not changed after this call (vLLM 0.32: the scheduler output's draft lists
+            # were detached from the requests when it was built), so the writer reads them later.
+            self._writer.put(self._engine_step, (self._engine_step, time.time(), captured,
+                                                 [*map(len, captured[1])], scheduler_output, model_runner_output))
         return outputs
-
-    def _steps_before_update(self, scheduler_output, model_runner_output) -> list[tuple]:
-        """What each request verified and sampled this step, read before vLLM updates (and trims) it."""
-        sampled_all = model_runner_output.sampled_token_ids
-        if sampled_all is None or len(sampled_all) == 0:
-            return []
-        spec_tokens = scheduler_output.scheduled_spec_decode_tokens
-        invalid = getattr(scheduler_output, "num_invalid_spec_tokens", None) or {}
-        index_of = model_runner_output.req_id_to_index
-        pending = []
-        for req_id in scheduler_output.num_scheduled_tokens:
-            request = self.requests.get(req_id)
-            index = index_of.get(req_id)
-            if request is None or index is None or request.is_finished():
-                continue
-            # vLLM drops a preempted request's stale output entirely; so do we.
-            if getattr(request, "num_stale_output_tokens", 0) > 0 and getattr(request, "drop_stale_output", False):
-                continue
-            sampled = sampled_all[index]
-            if sampled is None or len(sampled) == 0:  # a prefill chunk that did not reach the end of the prompt
-                continue
-            drafts, padded = split_drafts(list(spec_tokens.get(req_id, ())), invalid.get(req_id, 0))
-            pending.append((req_id, request, request.num_output_tokens, drafts, [int(t) for t in sampled], padded))
-        return pending
-
-    def _write(self, line: str) -> None:
-        if self._written + len(line) + 1 > self._max_bytes and self._written > 0:
-            self._trace_file.close()
-            os.replace(self._trace_path, self._trace_path + ".1")
-            self._trace_file = open(self._trace_path, "a", buffering=1, encoding="utf-8")
-            self._written = 0
-        self._trace_file.write(line + "\n")
-        self._written += len(line) + 1
 
     def shutdown(self) -> None:
         try:
-            self._trace_file.close()
+            self._writer.close()
         finally:
             super().shutdown()

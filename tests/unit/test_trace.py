@@ -192,3 +192,22 @@ def test_most_drafts_from_a_batch_takes_the_largest_k_at_that_batch_or_above():
                                        "num_speculative_tokens_per_batch_size": [[1, 1, 1], [2, 8, 4], [9, 64, 0]]})
     assert [most_drafts_from(rising, b) for b in (1, 2, 9)] == [4, 4, 0]  # batch 1 seen may be 2 in vLLM
     assert most_drafts_from(SCHEDULE.with_k(3), 7) == 3  # no schedule: k
+
+
+def test_untraced_tokens_need_dropped_steps_in_a_complete_run_and_old_files_read_without_them(tmp_path, weather_run):
+    from run_builders import make_run
+
+    req = Request(request_id="r", prompt="p", output_token_ids=[6, 1, 2], output_text="", start_time_s=0,
+                  finish_reason="length", steps=[make_step(0, [], [6])], num_untraced_tokens=2)
+    assert make_run([req], trace_dropped_steps=1).meta.trace_dropped_steps == 1
+    assert make_run([req], complete=False, incomplete_reason="the server died").requests[0].num_untraced_tokens == 2
+    with pytest.raises(ValidationError, match="2 untraced tokens in a complete run whose tracer dropped no step"):
+        make_run([req])
+    with pytest.raises(ValidationError, match="the steps commit 1 tokens and 1 are untraced, not its 3 output"):
+        Request.model_validate(req.model_dump() | {"num_untraced_tokens": 1})
+    doc = json.loads(weather_run.model_dump_json())
+    doc["meta"].pop("trace_dropped_steps")
+    for r in doc["requests"]:
+        r.pop("num_untraced_tokens")
+    (tmp_path / "old.json").write_text(json.dumps(doc))
+    assert load_run(tmp_path / "old.json") == weather_run
