@@ -53,7 +53,7 @@ st.caption("Output tokens/s per drafting method, per `num_speculative_tokens` (k
            "measured against the baseline (no drafting) on the same engine build, prompts and output length. "
            "Speedup = a cell's output tokens/s ÷ the baseline's at the same concurrency.")
 
-paths = ui_imported.with_opened(ui_sweeps.recorded_sweeps(), key="tp_open")  # issue 45: a folder, or vLLM's own
+paths = ui_imported.with_opened(ui_sweeps.recorded_sweeps(), key="tp_open", select_key="tp_sweep")  # issue 45: a folder, or vLLM's own
 names = list(paths)
 ui.keep_valid("tp_sweep", names)
 ui.keep_valid("tp_compare", [NONE, *names])

@@ -37,7 +37,7 @@ from specviz.sweep_view import (
 )
 
 st.title("Tuning num_speculative_tokens")
-paths = ui_imported.with_opened(ui_sweeps.recorded_sweeps(), key="tune_open")  # issue 45: a folder, or vLLM's own
+paths = ui_imported.with_opened(ui_sweeps.recorded_sweeps(), key="tune_open", select_key="tune_sweep")  # issue 45: a folder, or vLLM's own
 with st.sidebar:
     st.subheader("Sweep")
     ui.keep_valid("tune_sweep", list(paths))

@@ -42,8 +42,9 @@ def opened_sweep_path(text: str) -> Path:
     return out / "sweep.json"
 
 
-def with_opened(paths: dict[str, Path], *, key: str) -> dict[str, Path]:
-    """`paths` (the recorded sweeps by name), with the folder typed in the sidebar added first when it opens."""
+def with_opened(paths: dict[str, Path], *, key: str, select_key: str) -> dict[str, Path]:
+    """`paths` (the recorded sweeps by name), with the folder typed in the sidebar added first when it opens;
+    a folder newly typed is chosen in the page's sweep selectbox (`select_key`)."""
     if viewer_mode():
         return paths
     with st.sidebar:
@@ -56,7 +57,11 @@ def with_opened(paths: dict[str, Path], *, key: str) -> dict[str, Path]:
     except (SweepError, OSError) as e:
         st.sidebar.error(f"Cannot open {text}: {e}")
         return paths
-    return {f"opened: {Path(text).name}": path, **paths}
+    name = f"opened: {Path(text).name}"
+    if st.session_state.get(f"{key}:chosen") != text:  # typed just now: show it, once; the user may then switch
+        st.session_state[f"{key}:chosen"] = text
+        st.session_state[select_key] = name
+    return {name: path, **paths}
 
 
 def imported_section(sweep, pred, drafter: str) -> None:

@@ -26,10 +26,10 @@ def test_an_imported_sweep_draws_on_throughput_with_its_frontier_and_acceptance_
     _listed(tmp_path, monkeypatch)
     at = open_page("app_pages/throughput.py")
     assert at.selectbox(key="tp_sweep").value == "tiny-vllm"
-    frontier = chart_figure(at, "tp_chart_frontier")
+    frontier = chart_figure(at, "tp_chart_frontier_a")
     names = [t["name"] for t in frontier["data"]]
     assert "Pareto frontier" in names and len(names) == 4  # baseline, ngram k=2, k=4, the frontier
-    positions = chart_figure(at, "tp_chart_positions")
+    positions = chart_figure(at, "tp_chart_positions_a")
     assert positions["data"] and "vLLM 0.32.0" in positions["layout"]["title"]["text"]
     assert any("Imported from vllm bench sweep serve" in c.value for c in at.caption)
 
@@ -51,6 +51,6 @@ def test_a_vllm_folder_typed_on_the_page_opens_as_an_imported_sweep(tmp_path, mo
     at.text_input(key="tp_open").set_value(str(FIXTURE)).run()
     assert not at.exception, at.exception
     assert at.selectbox(key="tp_sweep").value == "opened: vllm_sweep_tiny_ngram"
-    assert chart_figure(at, "tp_chart_frontier")["data"]
+    assert chart_figure(at, "tp_chart_frontier_a")["data"]
     at.text_input(key="tp_open").set_value(str(tmp_path / "nowhere")).run()
     assert any("no such folder" in e.value for e in at.error)

@@ -42,9 +42,9 @@ def test_vllms_bench_sweep_serve_folder_imports_and_opens_on_throughput_and_tuni
 
     monkeypatch.setattr(sweep_files, "list_sweep_files", lambda: [out / "sweep.json"])
     at = open_page("app_pages/throughput.py", timeout=120)
-    frontier = chart_figure(at, "tp_chart_frontier")
+    frontier = chart_figure(at, "tp_chart_frontier_a")
     assert any(t["meta"]["role"] == "pareto" for t in frontier["data"])
-    assert chart_figure(at, "tp_chart_positions")["data"]  # acceptance per draft position
+    assert chart_figure(at, "tp_chart_positions_a")["data"]  # acceptance per draft position
     at = open_page("app_pages/tuning.py", timeout=120)
     assert any(c.value.startswith("vllm serve") for c in at.code)  # the per-batch-size export
     assert any("Imported from vLLM's own benchmark" in i.value for i in at.info)
