@@ -422,10 +422,13 @@ def _sweep_from_run(path: Path, args: argparse.Namespace) -> Path | int:
 def cmd_import(args: argparse.Namespace) -> int:
     """`import PATH... --out DIR`: vLLM's bench sweep serve folder (or bench serve result files) as a sweep in DIR."""
     from .sweep import SweepError
-    from .sweep_files import save_sweep
-    from .vllm_import import import_into
+    from .sweep_files import load_sweep, save_sweep
+    from .vllm_import import import_into, is_imported
 
+    existing = Path(args.out) / "sweep.json"
     try:
+        if existing.exists() and not is_imported(load_sweep(existing)):
+            return _fail(f"{existing} holds a sweep specviz measured: give --out a new folder (or one an import wrote)")
         sweep, report = import_into([Path(p) for p in args.paths], Path(args.out), confirm_prompts=args.confirm_prompts)
     except SweepError as e:
         return _fail(str(e))

@@ -18,7 +18,7 @@ from specviz.charts.frontier import frontier, frontier_rows, pareto_optimal, per
 from specviz.charts.sweeps import sweep_caption
 from specviz.prediction import predict
 from specviz.sweep import SweepError
-from specviz.sweep_files import list_sweep_files, load_sweep
+from specviz.sweep_files import list_sweep_files, load_sweep, save_sweep
 from specviz.sweep_table import sweep_table
 from specviz.vllm_import import (
     VLLM_FILES_DIR,
@@ -210,3 +210,11 @@ def test_the_frontier_draws_a_curve_per_config_and_marks_the_pareto_cells(source
     assert len(curves) == len({(d, k) for d, k in zip(table["drafter"], table["num_speculative_tokens"])})
     assert len(pareto) == 1 and len(pareto[0].x) == int(frontier_rows(table)["pareto"].sum()) >= 1
     assert "per user" in fig.layout.xaxis.title.text
+
+
+def test_specviz_import_does_not_overwrite_a_sweep_specviz_measured(tmp_path, capsys):
+    measured = tmp_path / "measured"
+    save_sweep(load_sweep(list_sweep_files()[0]), measured / "sweep.json")
+    assert main(["import", str(FIXTURE), "--out", str(measured)]) == 2
+    assert "holds a sweep specviz measured" in capsys.readouterr().err
+    assert not (measured / VLLM_FILES_DIR).exists()
