@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from specviz import ui, ui_sweeps
+from specviz import ui, ui_imported, ui_sweeps
+from specviz.charts import frontier as frontier_charts
 from specviz.charts import sweeps as sweep_charts
 from specviz.references import MINIMAX_M3_EAGLE3_SPEED_BENCH
 from specviz.sweep_table import shown_table
@@ -52,7 +53,7 @@ st.caption("Output tokens/s per drafting method, per `num_speculative_tokens` (k
            "measured against the baseline (no drafting) on the same engine build, prompts and output length. "
            "Speedup = a cell's output tokens/s ÷ the baseline's at the same concurrency.")
 
-paths = ui_sweeps.recorded_sweeps()
+paths = ui_imported.with_opened(ui_sweeps.recorded_sweeps(), key="tp_open", select_key="tp_sweep")  # issue 45: a folder, or vLLM's own
 names = list(paths)
 ui.keep_valid("tp_sweep", names)
 ui.keep_valid("tp_compare", [NONE, *names])
@@ -143,6 +144,11 @@ else:
 
 st.subheader("Latency vs throughput")
 _draw(sides, "tp_chart_latency", lambda s: sweep_charts.latency_vs_throughput(s.table, s.caption()))
+
+# ---- issue 45: the frontier per drafting configuration (recorded and imported sweeps alike) ----
+st.subheader("Frontier: total vs per-user output tokens/s")
+_draw(sides, "tp_chart_frontier", lambda s: frontier_charts.frontier(s.table, s.caption()))
+st.caption(frontier_charts.FRONTIER_CAPTION)
 
 st.subheader("Acceptance by prompt set")
 combined = by_prompt_set(sides)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from specviz import ui, ui_sweeps
+from specviz import ui, ui_imported, ui_sweeps
 from specviz.acceptance_at_k import CUT_IS_VALID, MIN_DRAFTED_STEPS
 from specviz.charts import sweeps as sweep_charts
 from specviz.charts import tuning as tuning_charts
@@ -37,7 +37,7 @@ from specviz.sweep_view import (
 )
 
 st.title("Tuning num_speculative_tokens")
-paths = ui_sweeps.recorded_sweeps()
+paths = ui_imported.with_opened(ui_sweeps.recorded_sweeps(), key="tune_open", select_key="tune_sweep")  # issue 45: a folder, or vLLM's own
 with st.sidebar:
     st.subheader("Sweep")
     ui.keep_valid("tune_sweep", list(paths))
@@ -74,6 +74,7 @@ except SweepError as e:
     confirmation, head_to_heads = None, []
 result = tuned(pred, sweep, confirmation, head_to_heads)
 tune_cmd = tune_command(name, drafter)
+ui_imported.imported_section(sweep, pred, drafter)  # issue 45: what a sweep read from vLLM's files can and cannot say
 
 st.subheader("What to serve: k by batch size")
 if not result.rows:

@@ -6,6 +6,7 @@
     python -m specviz compare runs/base.json.gz runs/ngram.json.gz   # same output? each divergence explained
     python -m specviz sweep --model PATH --drafter '{"method":"ngram","prompt_lookup_max":4}' \\
         --k 1,2,3,5 --concurrency 1,2,4,8,16 --prompts builtin:code --out sweeps/code
+    python -m specviz import results/my-experiment --out sample_runs/sweeps/mine   # vLLM's bench sweep serve
     python -m specviz methods [--json]               # every drafting method the installed vLLM accepts
     python -m specviz demo-model                     # build the SmolLM2 demo model folder (cached)
     python -m specviz schema --out sample_runs/run.schema.json
@@ -363,6 +364,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from .sweep_files import confirmation_folder, load_sweep
     from .sweep_runner import check_grid, run_confirmation
     from .sweep_view import runs_text
+    from .vllm_import import imported_prompts_reason
 
     folder = Path(args.sweep)
     if folder.is_file():
@@ -373,6 +375,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         return _fail("--out and --concurrency are for tuning from a run file; a sweep folder has its own")
     try:
         sweep = load_sweep(folder / "sweep.json")
+        if reason := imported_prompts_reason(sweep):
+            return _fail(reason)
         names = fixed_k_drafters(sweep)
         drafter = args.drafter or (names[0] if len(names) == 1 else None)
         if drafter not in names:
@@ -489,6 +493,29 @@ def _sweep_from_run(path: Path, args: argparse.Namespace) -> Path | int:
 # steps it could not write in time: meta.trace_dropped_steps counts them).
 CHECK_INCOMPLETE = 3
 CHECK_EXIT_CODES = "exit 0: valid and complete; 1: invalid; 2: unreadable; 3: valid but incomplete"
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """`import PATH... --out DIR`: vLLM's bench sweep serve folder (or bench serve result files) as a sweep in DIR."""
+    from .sweep import SweepError
+    from .sweep_files import load_sweep, save_sweep
+    from .vllm_import import import_into, is_imported
+
+    existing = Path(args.out) / "sweep.json"
+    try:
+        if existing.exists() and not is_imported(load_sweep(existing)):
+            return _fail(f"{existing} holds a sweep specviz measured: give --out a new folder (or one an import wrote)")
+        sweep, report = import_into([Path(p) for p in args.paths], Path(args.out), confirm_prompts=args.confirm_prompts)
+    except SweepError as e:
+        return _fail(str(e))
+    for line in report.lines():
+        print(f"left out: {line}")
+    path = save_sweep(sweep, Path(args.out) / "sweep.json")
+    drafters = sorted({c.drafter for c in sweep.cells})
+    print(f"imported {report.num_runs} run(s) of {report.tool} into {path}: {len(sweep.cells)} cells "
+          f"({', '.join(drafters)}) at concurrency {', '.join(map(str, sweep.grid.concurrencies))}")
+    print(json.dumps({"out": str(path), "cells": len(sweep.cells), "left_out": len(report.skipped)}))
+    return 0
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -730,6 +757,17 @@ def main(argv: list[str] | None = None) -> int:
                    help="runs per cell of the head-to-head (the picks' schedule beside each static config), "
                         "which decides the export (default: --repeats)")
     t.set_defaults(fn=cmd_tune)
+
+    i = sub.add_parser("import", help="read vLLM's own `bench sweep serve` folder (or `bench serve --save-result` "
+                                      "files) as an untraced sweep the Throughput and Tuning pages open")
+    i.add_argument("paths", nargs="+", help="one experiment folder (output_dir/experiment_name), or result JSON files")
+    i.add_argument("--out", required=True, help="the sweep folder to write (sweep.json; vLLM's files copied under "
+                                                "vllm/), e.g. sample_runs/sweeps/NAME")
+    i.add_argument("--confirm-prompts", default=None,
+                   help="the prompt set `specviz tune` confirms with (builtin:NAME or a file): vLLM's datasets "
+                        "are not specviz prompt sets, so without it the sweep can be viewed and predicted from, "
+                        "not confirmed")
+    i.set_defaults(fn=cmd_import)
 
     c = sub.add_parser("check", help=f"validate a run file and print its summary as JSON ({CHECK_EXIT_CODES})",
                        description=f"Validate a run file and print its summary as JSON. {CHECK_EXIT_CODES}.")
