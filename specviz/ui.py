@@ -364,14 +364,21 @@ def open_sweep(path: Path, name: str) -> tuple[Sweep, pd.DataFrame] | None:
     except (SweepError, OSError) as e:
         st.error(f"Sweep '{name}' cannot be opened: {e}")
         return None
-    if sweep.notes:  # what the recording says about itself (a busy machine, ...), before any figure
-        st.caption(f"Recording notes ({name}): {sweep.notes}")
     return sweep, table
+
+
+def sweep_notes(sweep: Sweep, name: str, container=st) -> None:
+    """What the recording says about itself (when, on which machine, what else ran), in an expander titled
+    for that, placed by the page below its answer: an ~180-word grey paragraph above the answer made the
+    first screen of Throughput and Tuning notes without a chart (issue 42)."""
+    if sweep.notes:
+        with container.expander(f"Recording notes ({name}): when, where and how it was measured"):
+            st.caption(f"Recording notes ({name}): {sweep.notes}")
 
 
 def sweep_quietly(path: Path) -> Sweep | None:
     """The sweep at `path` (cached as open_sweep's), or None if unreadable; shows nothing: for a search over
-    every recorded sweep, where open_sweep would print each one's notes."""
+    every recorded sweep (the pages show only the chosen sweep's notes, sweep_notes)."""
     try:
         return _sweep_and_table(str(path), path.stat().st_mtime_ns)[0]
     except (SweepError, OSError):
