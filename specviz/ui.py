@@ -329,9 +329,9 @@ def step_through(req: Request, batches: list[int | None] | None = None) -> None:
         st.session_state.step_at = 1 if example is None else example + 1
     at = st.session_state.step_at
     prev, slider, nxt = st.columns([1.3, 6, 1.3], vertical_alignment="bottom")
-    if prev.button("◀ previous", key="step_prev", disabled=at <= 1, width="stretch"):
+    if prev.button("previous", key="step_prev", icon=":material/chevron_left:", disabled=at <= 1, width="stretch"):
         st.session_state.step_at = at - 1
-    if nxt.button("next ▶", key="step_next", disabled=at >= n, width="stretch"):
+    if nxt.button("next", key="step_next", icon=":material/chevron_right:", disabled=at >= n, width="stretch"):
         st.session_state.step_at = at + 1
     st.session_state.step_at = min(max(st.session_state.step_at, 1), n)
     at = slider.slider("step (or the ← → keys)", 1, n, key="step_at")

@@ -282,15 +282,15 @@ def schedule_chart(result: Tuned, pred: Prediction, caption: str) -> go.Figure:
             if m.concurrency in concurrencies:
                 curves.setdefault(m.num_speculative_tokens, []).append((m.concurrency, m.output_tokens_per_s))
         curves = dict(sorted(curves.items()))
-    k_max = max(curves, default=1)
+    drafted = [k for k in curves if k]  # k light (smallest) to dark (largest); markers by rank, never the star
     for k, points in curves.items():
         fig.add_trace(go.Scatter(
             x=[c for c, _ in points], y=[y for _, y in points], mode="lines+markers",
             name=("no drafting" if k == 0 else f"static k={k}") + f", measured in the {where}",
             meta=dict(role="static", k=k, measured_in=where),
-            line=_BASELINE_LINE if k == 0 else dict(color=k_colour(k, k_max), width=2.5),
-            marker=dict(size=8, color="#7f7f7f" if k == 0 else k_colour(k, k_max),
-                        symbol=K_SYMBOLS[k % len(K_SYMBOLS)]),
+            line=_BASELINE_LINE if k == 0 else dict(color=k_colour(k, drafted[-1], 0, drafted[0]), width=2.5),
+            marker=dict(size=9, color="#7f7f7f" if k == 0 else k_colour(k, drafted[-1], 0, drafted[0]),
+                        symbol="circle" if k == 0 else K_SYMBOLS[drafted.index(k) % (len(K_SYMBOLS) - 1)]),
             hovertemplate=("no drafting" if k == 0 else f"k={k}") + f", concurrency %{{x}}: %{{y:.1f}} output tokens/s "
                           f"measured in the {where} (median)<extra></extra>",
         ), row=1, col=1)
