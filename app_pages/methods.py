@@ -89,7 +89,8 @@ for col, family in zip(st.columns(len(core)), core):
         st.markdown(f"Receives: **{row['drafter receives']}**")
         st.markdown(f"Drafts by: **{row['drafts by']}**")
         st.markdown(f"Methods: `{row['methods']}`")
-st.dataframe(methods_view.method_rows(entries), hide_index=True, width="stretch", key="methods_table")
+st.dataframe(methods_view.method_rows(entries), hide_index=True, width="stretch", key="methods_table",
+             column_config=methods_view.METHOD_COLUMNS)
 aliases = methods_view.alias_rows(entries)
 if aliases:
     with st.expander(f"{len(aliases)} model-specific MTP names (vLLM treats each as 'mtp')"):
@@ -168,7 +169,7 @@ with right:
         st.code(spec.to_python(), language="python")
 
 # ---- (d) what ran here ----
-st.subheader("Tried on this machine")
+st.subheader("Tried with vLLM on CPU")
 if trials_problem:
     st.warning(f"The trial results in sample_runs/ cannot be read: {trials_problem}")
 elif trials is None:

@@ -3,6 +3,7 @@
 import streamlit as st
 
 from specviz import ui, ui_race, ui_textbook, ui_untraced
+from specviz.catalog import LOOKUP_MAX, LOOKUP_MIN
 from specviz.config import NO_DRAFTING, ConfigError, SpecConfig
 from specviz.demo_model import demo_model_dir
 from specviz.metrics import summarize
@@ -13,6 +14,7 @@ from specviz.playground import (
     engine_dtype,
     last_run_from,
     sample_runs,
+    shown_run_name,
     spec_from_choices,
     verify_table,
     views_table,
@@ -76,7 +78,9 @@ def recorded_source() -> None:
         names = list(paths)
         if names and st.session_state.get("run_file") not in names:  # open on the best speculative run
             st.session_state.run_file = ui_race.opening_run_name() or names[0]
-        choice = st.selectbox("Recorded run (sample_runs/)", names, key="run_file") if names else None
+        choice = st.selectbox("Recorded run (sample_runs/)", names, key="run_file", format_func=shown_run_name,
+                              help="the run files in sample_runs/, by folder; the middle of a long name is left "
+                                   "out so its end stays visible") if names else None
         upload = st.file_uploader("…or open a run file", type=["json", "gz"], key="run_upload")
     if upload is None and choice is None:
         st.info("No run files in sample_runs/. Record one with `python -m specviz record ...` or upload one.")
@@ -94,16 +98,21 @@ def local_engine_controls():
     """The engine controls in the sidebar; returns the slot for the engine's status (engine_status), which is
     filled once this rerun has started the engine or not."""
     with st.sidebar:
-        st.text_input("Target model folder", key="pg_model")
+        st.text_input("Target model folder", key="pg_model",
+                      help="a Hugging Face model folder on this machine, served by vLLM as the target")
         st.selectbox("Drafting method", PLAYGROUND_METHODS, key="pg_method",
-                     format_func=lambda m: NO_DRAFTING if m == "none" else m)
+                     format_func=lambda m: NO_DRAFTING if m == "none" else m,
+                     help="how drafts are proposed (the Methods page describes each); no drafting is the baseline")
         if st.session_state.pg_method != "none":
-            st.slider("num_speculative_tokens (k)", 1, 8, key="pg_k")
+            st.slider("num_speculative_tokens (k)", 1, 8, key="pg_k",
+                      help="drafts proposed per step; the target verifies them all in one pass")
         if st.session_state.pg_method == "ngram":
-            st.number_input("prompt_lookup_min", 1, 8, key="pg_lookup_min")
-            st.number_input("prompt_lookup_max", 1, 8, key="pg_lookup_max")
+            st.number_input("prompt_lookup_min", 1, 8, key="pg_lookup_min", help=LOOKUP_MIN.meaning)
+            st.number_input("prompt_lookup_max", 1, 8, key="pg_lookup_max", help=LOOKUP_MAX.meaning)
         elif st.session_state.pg_method in ("draft_model", "eagle", "eagle3"):
-            st.text_input("Draft model folder", key="pg_draft_model")
+            st.text_input("Draft model folder", key="pg_draft_model",
+                          help="the drafter's folder: a small model with the target's tokenizer (draft_model) or an "
+                               "EAGLE head trained for this target")
         st.selectbox("Target dtype", DTYPES, key="pg_dtype",
                      help="specviz serves the demo model in float32, where greedy output with drafting is "
                           "identical to the target alone; in bfloat16 near-tied candidates can round the other "
@@ -182,10 +191,15 @@ else:
 
 st.text_area("Prompt", key="pg_prompt", height=80)
 c1, c2, c3, c4, c6, c5 = st.columns([2, 2, 1, 1, 1, 2])
-c1.number_input("max tokens", 1, 2048, key="pg_max_tokens")
-c2.slider("temperature", 0.0, 1.5, key="pg_temperature", step=0.1)
+c1.number_input("max tokens", 1, 2048, key="pg_max_tokens", help="output tokens to generate at most")
+c2.slider("temperature", 0.0, 1.5, key="pg_temperature", step=0.1,
+          help="0 is greedy: the output is then the target's own, token for token; above 0 the same distribution")
 start = c3.button("Generate", key="pg_start", type="primary")
-stop = c4.button("Stop", key="pg_stop")
+# In local-engine mode Stop has nothing to stop until an engine runs (or this press of Generate starts one)
+no_engine = source == LOCAL and not start and ui.shared_engine().running() is None
+stop = c4.button("Stop", key="pg_stop", disabled=no_engine,
+                 help="No engine is running: Generate starts one." if no_engine else "Stop the generation; what it "
+                      "generated so far stays.")
 race = source == LOCAL and ui_race.live_race_button(
     c6, "Choose a drafting method to race against the baseline" if st.session_state.pg_method == "none" else None,
     lambda: st.session_state.update(pg_live_view="race"))

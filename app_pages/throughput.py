@@ -87,19 +87,20 @@ concurrency = top[2].selectbox("Concurrency", concurrencies, key="tp_concurrency
                                help="Requests in flight at once, for the charts against k.")
 
 for side in sides:
-    st.caption(side.summary())
-    st.caption(measured_as(side.full))
     if incomplete := side.incomplete():
         st.warning(incomplete)
-    if apart := side.measured_apart():
-        st.warning(apart)
-    if side.cpu_only():
-        st.info(f"'{side.name}' holds CPU figures (vLLM on CPU), not GPU figures: the ratios show the mechanics, "
-                "not what a GPU deployment will get.")
 
+# The first chart comes straight after the controls (at 1280 px it must be on the first screen); what the
+# cells are and how they were measured follows it, and the recording notes close the page (issue 42).
 st.subheader("Throughput vs num_speculative_tokens")
 _draw(sides, "tp_chart_tput_k", lambda s: s.missing(concurrency) or sweep_charts.throughput_vs_k(
     s.table, concurrency, s.caption(concurrency)))
+for side in sides:
+    cpu = (f" '{side.name}' holds CPU figures (vLLM on CPU), not GPU figures: the ratios show the mechanics, "
+           "not what a GPU deployment will get." if side.cpu_only() else "")
+    st.caption(side.summary() + ". " + measured_as(side.full) + cpu)
+    if apart := side.measured_apart():
+        st.warning(apart)
 
 st.subheader("Speedup over the baseline vs concurrency")
 best_k = st.toggle("Each drafter's best k only", key="tp_best_k")
@@ -167,3 +168,6 @@ for i, side in enumerate(sides):
     st.dataframe(shown_table(side.full), key=f"tp_table{suffix}", hide_index=True)
     st.download_button("Download as CSV", csv_bytes(side.full), file_name=f"{side.name}.csv",
                        mime="text/csv", key=f"tp_csv{suffix}")
+
+for side in sides:
+    ui.sweep_notes(side.sweep, side.name)

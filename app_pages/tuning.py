@@ -23,6 +23,9 @@ from specviz.serve_command import python_config, serve_command_text
 from specviz.sweep import SweepError
 from specviz.sweep_files import load_confirmation, load_head_to_heads
 from specviz.sweep_view import (
+    MEASURED_IN_SWEEP,
+    confidence_sentence,
+    explore_vs_export,
     measured_apart_warning,
     recommendation_table,
     refusals_at_k,
@@ -61,11 +64,6 @@ with st.sidebar:
 
 pred = predict(sweep, drafter, recorded_k)
 caption = sweep_charts.sweep_caption(table, model=sweep.grid.target_model)
-st.caption(caption)
-if apart := measured_apart_warning(sweep, name):
-    st.warning(apart)
-for refusal in pred.refusals:
-    st.warning(f"No prediction — {refusal}")
 try:
     confirmation = load_confirmation(paths[name].parent, drafter)
     head_to_heads = load_head_to_heads(paths[name].parent, drafter)
@@ -76,37 +74,44 @@ result = tuned(pred, sweep, confirmation, head_to_heads)
 tune_cmd = tune_command(name, drafter)
 ui_imported.imported_section(sweep, pred, drafter)  # issue 45: what a sweep read from vLLM's files can and cannot say
 
-st.subheader("What to serve: k by batch size")
+# The answer first, once: what to serve (copyable), how sure, and the chart that shows why. Everything
+# that qualifies it (the table, the verdicts, provenance, recording notes) comes below.
 if not result.rows:
-    st.info("Nothing to recommend: every concurrency was refused (see above).")
+    st.info("Nothing to recommend: every concurrency was refused (see below).")
 else:
+    st.markdown(f"#### Serve: {describe_spec(result.exported)}")
+    st.code(serve_command_text(sweep.grid.target_model, result.exported, trace=False), language="bash", wrap_lines=True)
+    if sure := confidence_sentence(result, confirmation or sweep):
+        st.markdown(sure)
+    st.plotly_chart(tuning_charts.schedule_chart(result, pred, caption), key="tune_chart_schedule", width="stretch")
+for refusal in pred.refusals:
+    st.warning(f"No prediction — {refusal}")
+
+if result.rows:
+    st.subheader("Why: the picks, measured")
     idle = ("; where the baseline won, the drafter loaded at k=0, which is what a k=0 range of a schedule serves"
             if any(r.idle for r in result.rows) else "")
     source = ("picked on the confirmation `specviz tune` measured (the predicted best k, its neighbours and the "
               f"baseline{idle}; {confirmation.grid.repeats} runs each)" if confirmation is not None else
               "picked on the sweep's own cells (every k it recorded); confirm on fresh runs with "
               f"`{tune_cmd}`")
-    st.markdown(f"#### Serve: {describe_spec(result.exported)}")
-    st.caption("The vLLM command, the Python config and why are under the chart.")
     st.markdown(
         f"At each concurrency the tuner **predicts** the best k from the **{drafter}** run at k={recorded_k}; the "
         f"**confirmed** k is {source}: the best median, or the smallest k whose runs cannot be told apart from it. "
         "Every figure stands beside the **measured baseline**. Output tokens/s; measured figures are medians "
         f"(min-max) over {runs_per_cell(result)}; predicted → measured: the predicted best k, its "
         "prediction and its measured median; speedup: the confirmed k's median over the baseline's"
-        + ("; k=0, idle: the drafter loaded at k=0 (median)." if any(r.idle for r in result.rows) else "."))
+        + ("; k=0, idle: the drafter loaded at k=0 (median)." if any(r.idle for r in result.rows) else ".")
+        + " Each column is one measurement set, named in its header.")
     st.dataframe(recommendation_table(result), key="tune_recommend", hide_index=True, column_config={
         "speedup": st.column_config.NumberColumn(format="%.2fx"),
     })
     if where := schedule_column_source(result, confirmation or sweep):
         st.caption(where)
-    st.plotly_chart(tuning_charts.schedule_chart(result, pred, caption), key="tune_chart_schedule", width="stretch")
     if result.schedule_measured_in in ("confirmation", "head-to-head"):
-        where, cells = result.schedule_measured_in, result.schedule_cells
-        st.caption(f"The solid static-k curves are the sweep's cells ({sweep_charts.recorded_on(sweep.cells)}); the "
-                   f"schedule and the dotted lines were measured in the {where} ({sweep_charts.recorded_on(cells)}): set "
-                   f"the schedule against the dotted lines measured beside it, not against the sweep's "
-                   f"curves.")
+        st.caption(f"The chart draws the configs measured beside the schedule in the {result.schedule_measured_in} "
+                   f"({sweep_charts.recorded_on(result.schedule_cells)}), in the same rounds; the sweep's own cells "
+                   f"({sweep_charts.recorded_on(sweep.cells)}) are in Explore k below.")
     if verdict := schedule_verdict(result):
         box = st.warning if short_of_best(result) else st.info if summed_above_schedule(result) else st.success
         box("**The schedule measured as a row.** " + " ".join(verdict))
@@ -118,7 +123,6 @@ else:
         st.info(reason)
     if caveat := single_run_caveat(result):
         st.warning(caveat)
-    st.code(serve_command_text(sweep.grid.target_model, result.exported, trace=False), language="bash", wrap_lines=True)
     st.code(python_config(sweep.grid.target_model, result.exported), language="python")
     if result.exported is not None and result.exported.schedule and result.schedule_measured_in is None:
         st.info(f"This schedule has not been measured yet. `{tune_cmd}` confirms the picks and measures it head to "
@@ -132,6 +136,7 @@ st.markdown(
     "from a model fitted across all the sweep's cells. Measured cells (the median of their runs, bars from min to "
     "max) are drawn over the prediction with their gap: (predicted − measured) / measured. The slider explores; "
     "what to serve is the export above.")
+st.caption(explore_vs_export(pred, result))
 if pred.step_cost is not None:
     st.caption("Step cost: " + step_cost_text(pred.step_cost))
 if note := untraced_note(pred):
@@ -149,7 +154,7 @@ st.dataframe(table_at_k(pred, k), key="tune_table", hide_index=True, column_conf
     "ms per pass": st.column_config.NumberColumn(format="%.1f", help="time per target pass, from the fitted step cost"),
     "predicted tok/s": st.column_config.NumberColumn(format="%.1f", help="output tokens/s"),
     "speedup": st.column_config.NumberColumn(format="%.2fx", help="predicted, over the predicted baseline"),
-    "measured tok/s": st.column_config.TextColumn(help="output tokens/s, median (min-max) of the cell's runs; "
+    MEASURED_IN_SWEEP: st.column_config.TextColumn(help="output tokens/s, median (min-max) of the sweep cell's runs; "
                                                        "untraced: acceptance from vLLM's counters, async or sync "
                                                        "scheduling as the server ran"),
     "gap": st.column_config.TextColumn(help="(predicted - measured) / measured"),
@@ -184,3 +189,8 @@ with st.expander("How the prediction works"):
   (dflash, dspark, parallel drafting), no baseline cells, cells with no acceptance figures (neither traced nor
   with vLLM's counters), fewer than {MIN_DRAFTED_STEPS} drafted steps, too few cells to fit the step cost.
 """)
+
+st.caption(caption)
+if apart := measured_apart_warning(sweep, name):
+    st.warning(apart)
+ui.sweep_notes(sweep, name)

@@ -9,6 +9,7 @@ The catalog (catalog.py) adds what they say to each method's `known_to_run`; the
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -82,6 +83,27 @@ def first_line(text: str | None) -> str:
     return lines[0] if lines else "no error message"
 
 
+REASON_CHARS = 140  # a reason is one line of a table cell: the whole error stays in the page's expander
+
+
+def one_line_reason(text: str | None) -> str:
+    """An error as a one-line reason: pydantic's wrapper ('pydantic_core._pydantic_core.ValidationError: 1
+    validation error for VllmConfig | Value error, <message> [type=value_error, input_value=ArgsKwargs(...)]')
+    reduced to its message and who refused it, a dotted exception path to the exception's name, and at most
+    REASON_CHARS characters.
+    'pydantic_core._pydantic_core.ValidationError: 1 validation error for VllmConfig | Value error, Model Runner
+    V1 does not support: dspark speculative decoding [type=value_error, ...]' -> 'Model Runner V1 does not
+    support: dspark speculative decoding (VllmConfig refused it)'."""
+    line = first_line(text)
+    found = re.search(r"validation errors? for (\w+)\s*\|?\s*(?:Value error, )?(.*?)(?:\s*\[type=.*)?$", line)
+    if found:
+        message = re.sub(r"\s*Supported architectures: .*$", "", found.group(2)).strip()  # a list of ~400 names
+        line = f"{message or 'invalid value'} ({found.group(1)} refused it)"
+    else:
+        line = re.sub(r"^(?:\w+\.)+(\w+(?:Error|Exception)):", r"\1:", line)
+    return line if len(line) <= REASON_CHARS else line[: REASON_CHARS - 1].rstrip() + "…"
+
+
 def once(items) -> list:
     """The items in first-seen order, each once."""
     return list(dict.fromkeys(items))
@@ -94,5 +116,5 @@ def acceptance_lengths(trials: list[MethodTrial]) -> str:
 
 
 def failure_reasons(trials: list[MethodTrial]) -> str:
-    """The first line of each distinct error, once."""
-    return "; ".join(once(first_line(t.error) for t in trials))
+    """Each distinct error as a one-line reason (one_line_reason), once."""
+    return "; ".join(once(one_line_reason(t.error) for t in trials))

@@ -48,6 +48,13 @@ def family_overview(entries: list[MethodInfo]) -> list[dict[str, Any]]:
     return rows
 
 
+# Pixel widths that fit the seven columns in the main area at 1440 px (about 980 px): sized by their content,
+# "model" and "known to run" ran off the right edge. A cut cell shows its whole text on hover.
+METHOD_COLUMNS = {"method": {"width": 110}, "in this vLLM": {"width": 60}, "family": {"width": 110},
+                  "drafter receives": {"width": 150}, "drafts by": {"width": 170}, "model": {"width": 160},
+                  "known to run": {"width": 200}}
+
+
 def method_rows(entries: list[MethodInfo], *, aliases: bool = False) -> list[dict[str, Any]]:
     return [{
         "method": m.name, "in this vLLM": m.installed, "family": m.family,
@@ -70,7 +77,9 @@ def trials_caption(trials: MethodTrials) -> str:
     targets = ", ".join(once(t.target for t in trials.trials))
     methods = len(once(t.method for t in trials.trials))
     return (f"{len(trials.trials)} trials of {methods} methods on {trials.platform.upper()} ({trials.device_name}) with "
-            f"vLLM {trials.vllm_version}, {trials.created_at[:10]}, with Llama-architecture targets ({targets}; see "
+            f"vLLM {trials.vllm_version}, {trials.created_at[:10]}: the machine scripts/try_methods.py ran on, which "
+            "need not be the one a recorded run or sweep names beside its figures. Llama-architecture targets "
+            f"({targets}; see "
             "scripts/try_methods.py) and tiny or random-weight drafters: an acceptance length says the method works, "
             "not how well it drafts, and a failure says it did not run on this platform with this target (the MTP "
             "methods need a target that has MTP layers).")

@@ -52,6 +52,22 @@ def sample_runs() -> dict[str, Path]:
     return {str(p.relative_to(SAMPLE_RUNS_DIR)): p for p in list_run_files()}
 
 
+def shown_run_name(name: str, width: int = 34) -> str:
+    """A run file's name as a narrow selector shows it: without '.json.gz', and elided in the middle when longer
+    than `width`, so its folder and its end (the k, prompt set and concurrency that tell runs apart) stay
+    visible where a selectbox would cut the end off.
+    'drafters/smollm2-eagle3-k5-heldout-chat-c8.json.gz' -> 'drafters/…agle3-k5-heldout-chat-c8'."""
+    for suffix in (".json.gz", ".json"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    if len(name) <= width:
+        return name
+    folder, sep, rest = name.rpartition("/")
+    head = f"{folder}{sep}" if len(folder) < width // 2 else ""
+    return f"{head}…{rest[-(width - len(head) - 1):] if head else name[-(width - 1):]}"
+
+
 def with_run(runs: list[Run], run: Run) -> list[Run]:
     """`runs` with `run` appended, unless a run of its id is there already (a page rerun draws it again)."""
     return runs if any(r.meta.run_id == run.meta.run_id for r in runs) else [*runs, run]

@@ -182,6 +182,7 @@ def csv_bytes(table: pd.DataFrame) -> bytes:
 # ---- the Tuning page ---------------------------------------------------------------------------
 
 NOT_MEASURED = "not measured"  # a k the sweep did not record
+MEASURED_IN_SWEEP = "measured tok/s (sweep)"  # the Explore table's measured column: the sweep grid's cells
 
 
 def table_at_k(pred: Prediction, k: int) -> list[dict]:
@@ -198,7 +199,7 @@ def table_at_k(pred: Prediction, k: int) -> list[dict]:
         untraced = ""
         if m and not m.traced:  # how it ran matters on GPUs, where vLLM schedules asynchronously by default
             untraced = {True: " · untraced, async", False: " · untraced, sync"}.get(m.async_scheduling, " · untraced")
-        figures = {"measured tok/s": f"{m.output_tokens_per_s:.1f}{spread}{untraced}" if m else NOT_MEASURED}
+        figures = {MEASURED_IN_SWEEP: f"{m.output_tokens_per_s:.1f}{spread}{untraced}" if m else NOT_MEASURED}
         if isinstance(row, TuningRefusal):
             rows.append({"concurrency": c, **figures, "refused": row.reason})
             continue
@@ -232,26 +233,29 @@ def recommendation_table(result: Tuned) -> list[dict]:
     figure in one cell ('k=5: 42.7 (39.2-44.1)'), and the predicted best k's prediction and measurement in one
     ('k=5: 44.0 → 42.7', medians only, as the drafter idle), so the table fits a 1280 px screen. Every
     predicted and confirmed figure has the measured baseline beside it; the drafter idle (k=0 of a schedule)
-    where the confirmation measured it; the schedule's column only when the picks make one."""
+    where the confirmation measured it; the schedule's column only when the picks make one. Each header names
+    the measurement set its figures come from ('confirmed (confirmation)', 'schedule (head-to-head)'), so a
+    config measured in two sets is never two unlabelled numbers."""
     scheduled = result.schedule is not None and bool(result.schedule.schedule)
     idle_measured = any(r.idle for r in result.rows)
+    picked, measured_in = result.confirmed_by, result.schedule_measured_in or "not measured"
     rows = []
     for r in result.rows:
         base, at_predicted = r.baseline, r.at(r.predicted_k)
         row = {
             "concurrency": r.concurrency,
-            "baseline": base.short() if base else NOT_MEASURED,
-            "predicted → measured": f"k={r.predicted_k}: {r.predicted_output_tokens_per_s:.1f} → "
+            f"baseline ({picked})": base.short() if base else NOT_MEASURED,
+            f"predicted → measured ({picked})": f"k={r.predicted_k}: {r.predicted_output_tokens_per_s:.1f} → "
                                     + (f"{at_predicted.output_tokens_per_s:.1f}" if at_predicted else NOT_MEASURED),
-            "confirmed": f"k={r.confirmed_k}: {r.confirmed.short()}",
+            f"confirmed ({picked})": f"k={r.confirmed_k}: {r.confirmed.short()}",
             "speedup": round(r.confirmed.output_tokens_per_s / base.output_tokens_per_s, 2)
             if base and base.output_tokens_per_s else None,
         }
         if idle_measured:
-            row["k=0, idle"] = f"{r.idle.output_tokens_per_s:.1f}" if r.idle else NOT_MEASURED
+            row[f"k=0, idle ({picked})"] = f"{r.idle.output_tokens_per_s:.1f}" if r.idle else NOT_MEASURED
         if scheduled:
-            row["schedule"] = (f"k={result.schedule.k_at(r.concurrency)}: "
-                               + (r.schedule.short() if r.schedule else NOT_MEASURED))
+            row[f"schedule ({measured_in})"] = (f"k={result.schedule.k_at(r.concurrency)}: "
+                                                + (r.schedule.short() if r.schedule else NOT_MEASURED))
         rows.append(row)
     return rows
 
@@ -316,3 +320,74 @@ def tune_command(sweep_name: str, drafter: str) -> str:
 def schedule_option(spec: SpecConfig) -> str:
     """`--schedule '<json>'`: the option that measures `spec` as a row of the sweep."""
     return f"--schedule {shlex.quote(json.dumps(spec.to_vllm()))}"
+
+
+def _k_name(k: int, idle: bool = False) -> str:
+    """'k=4'; k = 0 is 'no drafting', or 'k=0 (drafter loaded)' for the drafter's idle row."""
+    return f"k={k}" if k else "k=0 (drafter loaded)" if idle else "no drafting"
+
+
+def _and(items: list[str]) -> str:
+    """['a'] -> 'a'; ['a', 'b', 'c'] -> 'a, b and c'."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def confidence_sentence(result: Tuned, picked_on: Sweep) -> str | None:
+    """How sure the export is, in one sentence: per concurrency, which configs lie within each other's spread
+    (Measured.level_with the best median) in the measurement set that decided the export, with its runs and
+    when it was measured. The set is the one that measured the schedule beside the static configs (a
+    head-to-head) when it holds two or more of them, else the cells the picks were made on (`picked_on`).
+
+    Worked (code, ngram, head-to-head, 5 runs): c=1 k=5 35.0 (34.7-35.3), k=4 33.9 (32.8-34.3): k=5 clear;
+    c=2 k=4 57.7 (56.5-58.4), k=5 57.6 (56.9-57.9): level -> "... k=5 leads clear of the others' spread at
+    concurrency 1; k=4 and k=5 lie within each other's spread at 2; ..."
+    None when nothing was measured."""
+    if len(result.static_beside) > 1:
+        by_c: dict[int, list[tuple[str, object]]] = {}
+        for k, cells in sorted(result.static_beside.items()):
+            for c, m in cells.items():
+                by_c.setdefault(c, []).append((_k_name(k), m))
+        cells, where = result.schedule_cells, f"the {result.schedule_measured_in}"
+    else:
+        by_c = {r.concurrency: [(_k_name(m.k, idle=r.idle is not None), m) for m in r.pick_candidates]
+                for r in result.rows}
+        cells, where = picked_on.cells, f"the {result.confirmed_by}"
+    if not by_c:
+        return None
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for c in sorted(by_c):
+        best_name, best = max(by_c[c], key=lambda nm: nm[1].output_tokens_per_s)
+        level = tuple(n for n, m in by_c[c] if m is best or m.level_with(best))
+        groups.setdefault(level if len(level) > 1 else (best_name,), []).append(c)
+    parts = []
+    for names, cs in groups.items():
+        at = "concurrency " + _and([str(c) for c in cs])
+        parts.append(f"{_and(list(names))} lie within each other's spread at {at}" if len(names) > 1
+                     else f"{names[0]} leads clear of the others' spread at {at}")
+    runs = runs_text({m.repeats for ms in by_c.values() for _, m in ms})
+    return (f"**How sure:** in {where} ({runs} per config, {sweep_charts.recorded_on(cells)}), "
+            + "; ".join(parts) + ".")
+
+
+def explore_vs_export(pred: Prediction, result: Tuned) -> str:
+    """Why the Explore chart's stars (the predicted best k) may differ from the export (picked on measurement),
+    naming the concurrencies where they differ. Worked (code, ngram): stars at k=5 everywhere, export
+    1: k=5 · 2-16: k=4 -> 'The stars mark the predicted best k. The export differs at concurrency 2, 4, 8
+    and 16 (it serves k=4 there): it was picked on measurement, ...'."""
+    exported = result.exported
+
+    def served(c: int) -> int:
+        return 0 if exported is None else exported.k_at(c)
+
+    differ: dict[int, list[int]] = {}
+    for rec in pred.recommend():
+        if rec.num_speculative_tokens != served(rec.concurrency):
+            differ.setdefault(served(rec.concurrency), []).append(rec.concurrency)
+    if not differ:
+        return "The stars mark the predicted best k; the export above serves the same k at every concurrency."
+    where = "; ".join(f"{_k_name(k, idle=exported is not None)} at concurrency {_and([str(c) for c in cs])}"
+                      for k, cs in sorted(differ.items()))
+    return (f"The stars mark the predicted best k, not what to serve: the export above serves {where}, "
+            f"picked on measurement ({'the confirmation' if result.confirmed_by == 'confirmation' else 'the sweep'}"
+            f"{' and the head-to-head' if result.schedule_measured_in == 'head-to-head' else ''}), which a "
+            "prediction from one cell cannot overrule.")

@@ -379,9 +379,9 @@ def step_through(req: Request, batches: list[int | None] | None = None) -> None:
         st.session_state.step_at = 1 if example is None else example + 1
     at = st.session_state.step_at
     prev, slider, nxt = st.columns([1.3, 6, 1.3], vertical_alignment="bottom")
-    if prev.button("◀ previous", key="step_prev", disabled=at <= 1, width="stretch"):
+    if prev.button("previous", key="step_prev", icon=":material/chevron_left:", disabled=at <= 1, width="stretch"):
         st.session_state.step_at = at - 1
-    if nxt.button("next ▶", key="step_next", disabled=at >= n, width="stretch"):
+    if nxt.button("next", key="step_next", icon=":material/chevron_right:", disabled=at >= n, width="stretch"):
         st.session_state.step_at = at + 1
     st.session_state.step_at = min(max(st.session_state.step_at, 1), n)
     at = slider.slider("step (or the ← → keys)", 1, n, key="step_at")
@@ -414,14 +414,21 @@ def open_sweep(path: Path, name: str) -> tuple[Sweep, pd.DataFrame] | None:
     except (SweepError, OSError) as e:
         st.error(f"Sweep '{name}' cannot be opened: {e}")
         return None
-    if sweep.notes:  # what the recording says about itself (a busy machine, ...), before any figure
-        st.caption(f"Recording notes ({name}): {sweep.notes}")
     return sweep, table
+
+
+def sweep_notes(sweep: Sweep, name: str, container=st) -> None:
+    """What the recording says about itself (when, on which machine, what else ran), in an expander titled
+    for that, placed by the page below its answer: an ~180-word grey paragraph above the answer made the
+    first screen of Throughput and Tuning notes without a chart (issue 42)."""
+    if sweep.notes:
+        with container.expander(f"Recording notes ({name}): when, where and how it was measured"):
+            st.caption(f"Recording notes ({name}): {sweep.notes}")
 
 
 def sweep_quietly(path: Path) -> Sweep | None:
     """The sweep at `path` (cached as open_sweep's), or None if unreadable; shows nothing: for a search over
-    every recorded sweep, where open_sweep would print each one's notes."""
+    every recorded sweep (the pages show only the chosen sweep's notes, sweep_notes)."""
     try:
         return _sweep_and_table(str(path), path.stat().st_mtime_ns)[0]
     except (SweepError, OSError):

@@ -135,14 +135,18 @@ def race_view(race: Race, key: str) -> None:
         s[k["speed"]] = default_speed(race.duration_s)
     t, playing = s[k["t"]], s[k["playing"]]
     at_end = t >= race.duration_s - EPS_S
-    label = "⏸ Pause" if playing else ("↻ Race again" if at_end else "▶ Start the race" if t == 0 else "▶ Resume")
+    # Material icons, not emoji: with only DejaVu/Liberation fonts chromium drew "⏸" as a missing-glyph box
+    label, icon = (("Pause", "pause") if playing else ("Race again", "replay") if at_end
+                   else ("Start the race", "play_arrow") if t == 0 else ("Resume", "play_arrow"))
     c = st.columns([1.4, 1, 1, 1, 3], vertical_alignment="bottom")
-    c[0].button(label, key=f"{key}_play", type="primary", on_click=_play_pause, args=(race, key), width="stretch")
-    c[1].button("◀ step", key=f"{key}_back", on_click=_step, args=(race, key, -1), width="stretch",
-                help="Back to the previous moment a lane changed (pauses)")
-    c[2].button("step ▶", key=f"{key}_next", on_click=_step, args=(race, key, 1), width="stretch",
-                help="On to the next moment a lane changes: one engine step of either request (pauses)")
-    c[3].button("⟲ Restart", key=f"{key}_restart", on_click=_restart, args=(race, key), width="stretch")
+    c[0].button(label, key=f"{key}_play", type="primary", icon=f":material/{icon}:", on_click=_play_pause,
+                args=(race, key), width="stretch")
+    c[1].button("step", key=f"{key}_back", icon=":material/skip_previous:", on_click=_step, args=(race, key, -1),
+                width="stretch", help="Back to the previous moment a lane changed (pauses)")
+    c[2].button("step", key=f"{key}_next", icon=":material/skip_next:", on_click=_step, args=(race, key, 1),
+                width="stretch", help="On to the next moment a lane changes: one engine step of either request (pauses)")
+    c[3].button("Restart", key=f"{key}_restart", icon=":material/restart_alt:", on_click=_restart, args=(race, key),
+                width="stretch")
     c[4].select_slider("Replay speed (1x = as recorded)", options=list(SPEEDS), key=k["speed"],
                        format_func=lambda v: f"{v:g}x", on_change=_fold, args=(race, key))
     # Hidden: the browser's replay presses it at the finish, so the page (its buttons) follows the race

@@ -9,6 +9,7 @@ import streamlit as st
 from . import textbook, ui, ui_race
 from .charts import sweeps as sweep_charts
 from .charts import textbook as charts
+from .charts.tuning import gap_text
 from .prediction import fixed_k_drafters, recorded_ks
 from .runfile import Run
 from .sweep import Sweep
@@ -92,10 +93,10 @@ def _sweep_comparison_table(result: textbook.SweepVsFormula) -> pd.DataFrame:
         "α": r.alpha,
         f"formula E(k={k})": r.formula_tokens_per_pass,
         f"measured at k={k}": r.measured_mean_acceptance_length,
-        "steps drafted": r.drafted_share,
+        "steps drafted": r.drafted_share * 100,  # shown as '67%', not '66.67%'
         "formula speedup": r.predicted_speedup,
         "measured speedup": r.measured_speedup,
-        "gap": f"{r.relative_gap:+.0%}",
+        "gap": gap_text(r.relative_gap),  # '±0%', never '-0%'
     } for r in result.rows])
 
 
@@ -168,7 +169,7 @@ def _sweep_part(run: Run | None) -> None:
         "α": st.column_config.NumberColumn(format="%.2f", help="share of drafted steps whose first draft was accepted"),
         f"formula E(k={k})": st.column_config.NumberColumn(format="%.2f"),
         f"measured at k={k}": st.column_config.NumberColumn(format="%.2f"),
-        "steps drafted": st.column_config.NumberColumn(format="percent", help="share of steps with drafts"),
+        "steps drafted": st.column_config.NumberColumn(format="%.0f%%", help="share of steps with drafts"),
         "formula speedup": st.column_config.NumberColumn(format="%.2fx"),
         "measured speedup": st.column_config.NumberColumn(format="%.2fx"),
         "gap": st.column_config.TextColumn(help="formula speedup / measured speedup − 1"),
@@ -182,6 +183,7 @@ def _sweep_part(run: Run | None) -> None:
     st.markdown(f"**Break-even α per k**: drafting k tokens loses when the drafter's α is below it "
                 f"({drafter}: α = {result.alpha:.2f} over its k={k} cells).")
     st.dataframe(_break_even_table(result), key="textbook_break_even_table", hide_index=True)
+    ui.sweep_notes(sweep, name)  # below the comparison it qualifies
 
 
 def formula_section() -> None:

@@ -6,7 +6,8 @@ label>, "k": <int, "best" or absent>}; from those tags:
 
     name        "draft k=3", "ngram k=1", "eagle3 (best k)"   (short_names: the method, or the method
                 and its model / lookup range when two drafters of one method share a sweep)
-    colour      one per drafter, in the order the drafters appear
+    colour      one hue family per drafter, in the order the drafters appear (k_colour): a drafter drawn at
+                several k goes light to dark as k grows, so k reads as an ordered scale and methods as hues
     dash/marker one per k (solid circle, dash square, dot diamond, ...), the same k alike on every drafter
     hover       the full configuration ("draft_model smollm2-135m-draft use_heterogeneous_vocab=True k=3")
 
@@ -16,6 +17,7 @@ runs into the axis title whatever the figure's height.
 
 from __future__ import annotations
 
+import plotly.colors
 import plotly.graph_objects as go
 
 BASELINE = "baseline"  # as specviz.sweep names it (not imported: sweep imports the engine)
@@ -31,6 +33,18 @@ DRAFTER_COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c56
 K_DASHES = ["solid", "dash", "dot", "dashdot", "longdash", "longdashdot"]
 K_SYMBOLS = ["circle", "square", "diamond", "triangle-up", "cross", "star"]
 SHORT_METHODS = {"draft_model": "draft"}
+# one sequential scale per drafter (its hue family): light to dark as k grows. YlGnBu first: its steps differ
+# in hue as well as lightness, where five steps of "Blues" read as one blue (issue 42)
+DRAFTER_SCALES = ["YlGnBu", "OrRd", "Greens", "Purples"]  # as DRAFTER_COLOURS: blue, red, green, purple
+K_SCALE_FROM = 0.4  # the light end of a scale is near white: start where a line still shows on white
+
+
+def k_colour(k: int, k_max: int, drafter_index: int = 0, k_min: int = 1) -> str:
+    """The colour of k (k_min..k_max) in drafter `drafter_index`'s scale, light (k_min) to dark (k_max).
+    k_colour(1, 5) is a light green-blue, k_colour(5, 5) a dark navy; a lone k is the scale's middle-dark."""
+    scale = DRAFTER_SCALES[drafter_index % len(DRAFTER_SCALES)]
+    at = 0.75 if k_max <= k_min else K_SCALE_FROM + (1 - K_SCALE_FROM) * (k - k_min) / (k_max - k_min)
+    return plotly.colors.sample_colorscale(scale, [min(max(at, 0.0), 1.0)])[0]
 
 
 def short_names(drafters: list[str]) -> dict[str, str]:
@@ -84,6 +98,8 @@ def restyle(fig: go.Figure) -> go.Figure:
     names = short_names(order)
     colours = {d: DRAFTER_COLOURS[i % len(DRAFTER_COLOURS)] for i, d in enumerate(order)}
     ks = sorted({m["k"] for t in traces if isinstance((m := _meta(t)).get("k"), int)})
+    ks_of = {d: sorted({m["k"] for t in traces if (m := _meta(t)).get("drafter") == d and isinstance(m.get("k"), int)})
+             for d in order}
     for t in traces:
         m = _meta(t)
         d = m.get("drafter")
@@ -100,6 +116,10 @@ def restyle(fig: go.Figure) -> go.Figure:
             continue
         k = m.get("k")
         colour = colours[d]
+        if isinstance(k, int) and len(ks_of[d]) > 1:  # several k of one drafter: its scale, light to dark
+            colour = k_colour(k, ks_of[d][-1], order.index(d), ks_of[d][0])
+        if m["role"] == "breakeven" and len(ks_of[d]) > 1:  # the darkest of its k colours, as its largest k
+            colour = k_colour(ks_of[d][-1], ks_of[d][-1], order.index(d), ks_of[d][0])
         if m["role"] == "breakeven":
             t.update(name=f"{names[d]}: no k pays from concurrency {m.get('concurrency')}", legendgroup=d,
                      marker=dict(color=colour, line=dict(color=colour, width=3)))
@@ -111,6 +131,8 @@ def restyle(fig: go.Figure) -> go.Figure:
             j = ks.index(k)
             style["line"]["dash"] = K_DASHES[j % len(K_DASHES)]
             style["marker"]["symbol"] = K_SYMBOLS[j % len(K_SYMBOLS)]
+        if t.text is not None:
+            style["textfont"] = dict(color=colour)
         t.update(**style)
         if t.error_y is not None and t.error_y.array is not None:
             t.update(error_y=dict(color=colour))

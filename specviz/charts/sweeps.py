@@ -125,11 +125,13 @@ def sweep_caption(table: pd.DataFrame, *, concurrency: int | None = None, model:
 TITLE_WIDTH = 64  # characters of the bold title on one line: a half-width chart at 1280 px holds about this many
 
 
-def _title(title: str, caption: str, width: int = 100) -> dict:
-    """Title with the caption below it, broken at a ' · ' into lines of about `width` characters. A title longer
-    than TITLE_WIDTH breaks between words ('Acceptance per draft position: ngram lookup 2-4 k by batch 1:5
-    2-16:4 at concurrency 1' ran off a 1280 px page)."""
-    title = "<br>".join(textwrap.wrap(title, TITLE_WIDTH, break_long_words=False, break_on_hyphens=False)) or title
+SUBTITLE_LINES = 2  # provenance lines under a chart's title; more pushed the plot 130 px down (issue 42)
+SUBTITLE_PX = 14  # plotly draws <sup> at 70% of the 20 px title
+SUBTITLE_MIN_PX = 10
+
+
+def _wrap_parts(caption: str, width: int) -> list[str]:
+    """The caption broken at ' · ' into lines of about `width` characters."""
     lines, line = [], ""
     for part in caption.split(" · "):
         if line and len(line) + 3 + len(part) > width:
@@ -138,7 +140,23 @@ def _title(title: str, caption: str, width: int = 100) -> dict:
         else:
             line = f"{line} · {part}" if line else part
     lines.append(line)
-    return dict(text=title + "".join(f"<br><sup>{ln}</sup>" for ln in lines), x=0, xanchor="left",
+    return lines
+
+
+def _title(title: str, caption: str, width: int = 100) -> dict:
+    """Title with the caption below it in at most SUBTITLE_LINES lines, broken at a ' · ' into lines of about
+    `width` characters; a caption that needs more gets longer lines in smaller type (down to SUBTITLE_MIN_PX),
+    so every part of the provenance stays on the figure. A title longer than TITLE_WIDTH breaks between words
+    ('Acceptance per draft position: ngram lookup 2-4 k by batch 1:5 2-16:4 at concurrency 1' ran off a
+    1280 px page)."""
+    title = "<br>".join(textwrap.wrap(title, TITLE_WIDTH, break_long_words=False, break_on_hyphens=False)) or title
+    fit = width
+    while len(_wrap_parts(caption, fit)) > SUBTITLE_LINES:
+        fit += 5
+    lines = _wrap_parts(caption, fit)
+    px = max(SUBTITLE_MIN_PX, round(SUBTITLE_PX * width / fit)) if fit > width else None
+    style = (lambda ln: f'<span style="font-size:{px}px">{ln}</span>') if px else (lambda ln: ln)
+    return dict(text=title + "".join(f"<br><sup>{style(ln)}</sup>" for ln in lines), x=0, xanchor="left",
                 xref="paper", y=1, yref="container", yanchor="top", pad=dict(t=12))
 
 
@@ -261,9 +279,11 @@ def speedup_vs_concurrency(table: pd.DataFrame, caption: str, *, best_k: bool = 
             for k in _static_ks(_cells(table, d)):
                 r = _cells(table, d, k)
                 r = r[r["speedup"].notna()].sort_values("concurrency")
+                # a direct label at the line's end: k=1..5 of one drafter run close together at high batch
                 fig.add_trace(go.Scatter(
-                    x=[int(c) for c in r["concurrency"]], y=_floats(r["speedup"]), mode="lines+markers",
-                    error_y=_spread_bars(r, "speedup", "speedup_min", "speedup_max"),
+                    x=[int(c) for c in r["concurrency"]], y=_floats(r["speedup"]), mode="lines+markers+text",
+                    text=[""] * (len(r) - 1) + [f"k={_k(k)}"] if len(r) else [], textposition="middle right",
+                    cliponaxis=False, error_y=_spread_bars(r, "speedup", "speedup_min", "speedup_max"),
                     name=config_label(d, k), meta=dict(role="measured", drafter=d, k=k),
                     hovertemplate=f"{config_label(d, k)}<br>concurrency %{{x}}: %{{y:.2f}}x<extra></extra>",
                 ))
@@ -291,8 +311,9 @@ def speedup_vs_concurrency(table: pd.DataFrame, caption: str, *, best_k: bool = 
         x=[None], y=[None], mode="lines", line=dict(_BASELINE_STYLE, width=3), meta=dict(role="baseline"),
         name="baseline = 1x (shaded below: slower)", hoverinfo="skip", legendrank=1,
     ))
-    return figure_layout(fig, "Speedup over the baseline vs concurrency" + (" (best k)" if best_k else ""), caption,
-                   xaxis=axis, yaxis=dict(title_text="speedup (output tokens/s ÷ baseline's)", rangemode="tozero"))
+    fig = figure_layout(fig, "Speedup over the baseline vs concurrency" + (" (best k)" if best_k else ""), caption,
+                        xaxis=axis, yaxis=dict(title_text="speedup (output tokens/s ÷ baseline's)", rangemode="tozero"))
+    return fig.update_layout(margin=dict(r=56))  # room for the end labels
 
 
 def acceptance_length_vs_k(table: pd.DataFrame, concurrency: int, caption: str) -> go.Figure:

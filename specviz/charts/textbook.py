@@ -15,11 +15,17 @@ import plotly.graph_objects as go
 from ..textbook import FORMULA_KS, RunVsFormula, SweepVsFormula
 from .style import DRAFTER_COLOURS
 from .sweeps import figure_layout
+from .tuning import gap_text
 
 FORMULA_COLOUR = "#7f7f7f"
 MEASURED_COLOUR = DRAFTER_COLOURS[0]
 CONCURRENCY_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
 HALF_WIDTH_PX = 620  # about a half-width chart at 1440 px: where place_legend wraps the legend
+
+
+def signed_share(x: float) -> str:
+    """+0.061 -> '+6.1%', -0.003 -> '-0.3%', 0.0004 -> '±0.0%' (never '-0.0%')."""
+    return "±0.0%" if abs(x) < 0.0005 else f"{x:+.1%}"
 
 
 def _layout(fig: go.Figure, title: str, caption: str, caption_width: int = 45, **layout) -> go.Figure:
@@ -37,11 +43,11 @@ def tokens_per_pass(result: RunVsFormula, caption: str, caption_width: int = 45)
     fig.add_trace(go.Scatter(
         x=ks, y=[x.formula for x in result.lengths], mode="lines+markers+text",
         line=dict(color=FORMULA_COLOUR, dash="dot", width=2), marker=dict(color=FORMULA_COLOUR, size=7),
-        text=["" if x.over_promise is None or x.num_speculative_tokens == 1 else f"{x.over_promise:+.1%}"
+        text=["" if x.over_promise is None or x.num_speculative_tokens == 1 else signed_share(x.over_promise)
               for x in result.lengths],
         textposition=["bottom right" if x.over_promise is not None and x.over_promise < 0 else "top left"
                       for x in result.lengths], textfont=dict(color=FORMULA_COLOUR),
-        name=f"formula E(k), α = {result.alpha:.2f} (label: over-promise)", meta=dict(role="formula"),
+        name=f"formula E(k), α = {result.alpha:.2f} (label: formula ÷ run − 1)", meta=dict(role="formula"),
         hovertemplate="k=%{x}: the formula promises %{y:.2f} tokens per pass<extra></extra>"))
     fig.add_trace(go.Scatter(
         x=[x.num_speculative_tokens for x in measured], y=[x.measured for x in measured], mode="lines+markers",
@@ -91,10 +97,10 @@ def speedup(result: SweepVsFormula, caption: str) -> go.Figure:
     fig.add_trace(go.Scatter(
         x=xs, y=[r.predicted_speedup for r in rows], mode="lines+markers+text",
         line=dict(color=FORMULA_COLOUR, dash="dot", width=2), marker=dict(color=FORMULA_COLOUR, size=8),
-        text=[f"{r.relative_gap:+.0%}" for r in rows],
+        text=[gap_text(r.relative_gap) for r in rows],
         textposition=["top center" if r.predicted_speedup >= r.measured_speedup else "bottom center" for r in rows],
         textfont=dict(color=FORMULA_COLOUR),
-        name=f"formula E(k)/(k·c+1), k={result.num_speculative_tokens} (label: gap)", meta=dict(role="formula"),
+        name=f"formula E(k)/(k·c+1), k={result.num_speculative_tokens} (label: formula ÷ measured − 1)", meta=dict(role="formula"),
         customdata=[[r.alpha, r.draft_cost, r.formula_tokens_per_pass] for r in rows],
         hovertemplate=("concurrency %{x}: formula %{y:.2f}x (α %{customdata[0]:.2f}, c %{customdata[1]:.2f}, "
                        "E %{customdata[2]:.2f})<extra></extra>")))

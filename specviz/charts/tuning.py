@@ -10,6 +10,7 @@ from plotly.subplots import make_subplots
 
 from ..prediction import Prediction
 from ..schedule import Tuned
+from .style import K_SYMBOLS, k_colour
 from .sweeps import figure_layout
 
 
@@ -114,7 +115,7 @@ def _tuning_layout(fig: go.Figure, title: str, caption: str, **layout) -> go.Fig
             x=[None], y=[None], mode="markers", name="measured cell (◇ the cell acceptance was cut from)",
             marker=dict(color="#888888", size=10), meta=dict(role="legend"), hoverinfo="skip", legendrank=2000,
         ))
-    return figure_layout(fig, title, caption, caption_width=70, legend_width_px=520, **layout)
+    return figure_layout(fig, title, caption, caption_width=100, legend_width_px=1000, **layout)
 
 
 def tuning_throughput(pred: Prediction, caption: str, k: int | None = None) -> go.Figure:
@@ -261,18 +262,6 @@ def schedule_chart(result: Tuned, pred: Prediction, caption: str) -> go.Figure:
     concurrency (there, not on the stars, where they collided with the dotted lines at 1440 px)."""
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.74, 0.26], vertical_spacing=0.05)
     concurrencies = [r.concurrency for r in result.rows]
-    ks = sorted({m.num_speculative_tokens for m in pred.measured})
-    for k in ks:
-        points = sorted((m for m in pred.measured if m.num_speculative_tokens == k and m.concurrency in concurrencies),
-                        key=lambda m: m.concurrency)
-        fig.add_trace(go.Scatter(
-            x=[m.concurrency for m in points], y=[m.output_tokens_per_s for m in points], mode="lines+markers",
-            name="baseline (no drafting)" if k == 0 else f"static k={k}", meta=dict(role="static", k=k),
-            line=_BASELINE_LINE if k == 0 else dict(color=_static_colour(k, ks[-1]), width=1.5),
-            marker=dict(size=6),
-            hovertemplate=("baseline" if k == 0 else f"k={k}") + ", concurrency %{x}: %{y:.1f} output tokens/s "
-                                                                 "measured (median)<extra></extra>",
-        ), row=1, col=1)
     measured_schedule = [r for r in result.rows if r.schedule is not None]
     if measured_schedule:
         xs, ys = [r.concurrency for r in measured_schedule], [r.schedule.output_tokens_per_s for r in measured_schedule]
@@ -280,26 +269,30 @@ def schedule_chart(result: Tuned, pred: Prediction, caption: str) -> go.Figure:
     else:
         xs, ys = concurrencies, [r.confirmed.output_tokens_per_s for r in result.rows]
         name = f"confirmed k per concurrency, measured in the {result.confirmed_by}"
-    beside = result.static_beside.get(0, {})
-    if result.schedule_measured_in in ("confirmation", "head-to-head"):
-        for k, by_c in sorted(result.static_beside.items()):
-            if k and all(c in by_c for c in xs):  # the static k measured beside the schedule, same machine and rounds
-                fig.add_trace(go.Scatter(
-                    x=xs, y=[by_c[c].output_tokens_per_s for c in xs], mode="lines+markers",
-                    name=f"static k={k}, measured in the {result.schedule_measured_in}", meta=dict(role="static_beside", k=k),
-                    line=dict(color=_static_colour(k, max(ks[-1] if ks else k, k)), width=2, dash="dot"),
-                    marker=dict(size=7, symbol="circle-open"),
-                    hovertemplate=f"static k={k} at concurrency %{{x}}: %{{y:.1f}} output tokens/s (the "
-                                  f"{result.schedule_measured_in}'s)<extra></extra>",
-                ), row=1, col=1)
-    if result.schedule_measured_in in ("confirmation", "head-to-head") and all(c in beside for c in xs):
-        base = [beside[c].output_tokens_per_s for c in xs]
+    # One measurement set: the configs measured beside the schedule in its rounds when there are any, else
+    # the sweep's cells. Two sets on one chart gave k=4 at c=8 two unlabelled values (119.6 and 116.5).
+    beside = {k: by_c for k, by_c in result.static_beside.items() if all(c in by_c for c in xs)}
+    if len(beside) > 1:
+        where = result.schedule_measured_in
+        curves = {k: [(c, by_c[c].output_tokens_per_s) for c in xs] for k, by_c in sorted(beside.items())}
+    else:
+        where = "sweep"
+        curves = {}
+        for m in sorted(pred.measured, key=lambda m: m.concurrency):
+            if m.concurrency in concurrencies:
+                curves.setdefault(m.num_speculative_tokens, []).append((m.concurrency, m.output_tokens_per_s))
+        curves = dict(sorted(curves.items()))
+    drafted = [k for k in curves if k]  # k light (smallest) to dark (largest); markers by rank, never the star
+    for k, points in curves.items():
         fig.add_trace(go.Scatter(
-            x=xs, y=base, mode="lines+markers",
-            name=f"no drafting, measured in the {result.schedule_measured_in}", meta=dict(role="confirmation_baseline"),
-            line=dict(color="#111111", width=2, dash="dot"), marker=dict(size=8, symbol="circle-open"),
-            hovertemplate=f"no drafting at concurrency %{{x}}: %{{y:.1f}} output tokens/s (the "
-                          f"{result.schedule_measured_in}'s)<extra></extra>",
+            x=[c for c, _ in points], y=[y for _, y in points], mode="lines+markers",
+            name=("no drafting" if k == 0 else f"static k={k}") + f", measured in the {where}",
+            meta=dict(role="static", k=k, measured_in=where),
+            line=_BASELINE_LINE if k == 0 else dict(color=k_colour(k, drafted[-1], 0, drafted[0]), width=2.5),
+            marker=dict(size=9, color="#7f7f7f" if k == 0 else k_colour(k, drafted[-1], 0, drafted[0]),
+                        symbol="circle" if k == 0 else K_SYMBOLS[drafted.index(k) % (len(K_SYMBOLS) - 1)]),
+            hovertemplate=("no drafting" if k == 0 else f"k={k}") + f", concurrency %{{x}}: %{{y:.1f}} output tokens/s "
+                          f"measured in the {where} (median)<extra></extra>",
         ), row=1, col=1)
     schedule_k = {r.concurrency: result.schedule.k_at(r.concurrency) if result.schedule else 0 for r in result.rows}
     fig.add_trace(go.Scatter(
@@ -336,9 +329,6 @@ def schedule_chart(result: Tuned, pred: Prediction, caption: str) -> go.Figure:
 _BASELINE_LINE = dict(color="#7f7f7f", dash="dash", width=2)
 
 
-def _static_colour(k: int, k_max: int) -> str:
-    """Light to dark blue as k grows, so the static curves read as one family beside the black schedule."""
-    return plotly.colors.sample_colorscale("Blues", 0.35 + 0.6 * k / max(k_max, 1))[0]
 
 
 def _log_concurrency(concurrencies: list[int]) -> dict:

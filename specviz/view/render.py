@@ -139,13 +139,17 @@ def steps_html(steps: list[Step], start: int = 0, marks: dict[int, str] | None =
     return "".join(rows)
 
 
-def output_html(request: Request, marks: dict[int, str] | None = None, limit: int | None = None) -> str:
+def output_html(request: Request, marks: dict[int, str] | None = None, limit: int | None = None, *,
+                inline: bool = False) -> str:
     """The whole output (its first `limit` tokens, if given), each token coloured by origin; newlines kept as line
     breaks.
 
     `marks` outlines tokens by output index, with a text on hover: {36: "the outputs part here: ..."}.
+    `inline`: in a span, to continue a line (the worked example's "The weather today is" + " sunny and
+    clear", which a block put on a line of its own).
     """
-    return pieces_html(output_roles(request, limit), marks=marks)
+    html = pieces_html(output_roles(request, limit), marks=marks)
+    return f'<span class="sv-output">{html[len(_OUTPUT_OPEN):-len("</div>")]}</span>' if inline else html
 
 
 def output_end(request: Request) -> str | None:
@@ -178,7 +182,10 @@ def pieces_html(pieces: Sequence[tuple[str, Role]], newest: int = 0, shown: int 
     for i, (text, role) in enumerate(pieces):
         extra = " sv-later" if i >= shown else " sv-new" if i >= first_new else ""
         parts.append(_piece_html(text, role, extra + (" sv-diverge" if i in marks else ""), marks.get(i)))
-    return f'<div class="sv-output">{"".join(parts)}</div>'
+    return f'{_OUTPUT_OPEN}{"".join(parts)}</div>'
+
+
+_OUTPUT_OPEN = '<div class="sv-output">'
 
 
 def _piece_html(text: str, role: Role, extra_class: str, mark: str | None = None) -> str:
@@ -231,7 +238,10 @@ def chunks_html(chunks: list[StreamChunk]) -> str:
         n = len(c.token_ids)
         title = f"chunk {i + 1}: {n} token{'s' if n != 1 else ''}"
         parts.append(f'<span class="sv-chunk sv-chunk-{min(n, 5)}" title="{title}">{escape(c.text)}</span>')
-    return f'<div class="sv-output">{"".join(parts)}</div>'
+    return f'{_OUTPUT_OPEN}{"".join(parts)}</div>'
+
+
+_OUTPUT_OPEN = '<div class="sv-output">'
 
 
 def chunks_legend_html() -> str:

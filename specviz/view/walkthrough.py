@@ -77,7 +77,7 @@ def phase_html(request: Request, phase: int) -> str:
         rows.append(row("step", "".join(render.chip(t, r) for t, r in roles[:n + 2]) + undecided(drafts[n + 1:])))
     else:
         rows.append(row("step", "".join(render.chip(t, r) for t, r in roles)))
-        rows.append(row("output", escape(request.prompt) + render.output_html(request)))
+        rows.append(row("output", escape(request.prompt) + render.output_html(request, inline=True)))
     return "".join(rows)
 
 

@@ -48,17 +48,26 @@ def test_methods_page_shows_the_trials_that_ran_and_the_errors_of_those_that_did
              "mean_acceptance_length": 2.1, "note": ""},
             {"method": "dspark", "target": "tiny", "draft": "tiny-dspark", "ran": False,
              "error": "ValueError: Model Runner V1 does not support: dspark speculative decoding\nmore",
+             "mean_acceptance_length": None, "note": "server did not start"},
+            {"method": "mlp_speculator", "target": "tiny", "draft": "tiny-mlp", "ran": False,
+             "error": "pydantic_core._pydantic_core.ValidationError: 1 validation error for SpeculativeConfig | Value "
+                      "error, Model architectures ['X'] are not supported for now. Supported architectures: "
+                      "dict_keys(['A', 'B']) [type=value_error, input_value=ArgsKwargs((), {'model': 'm'}), "
+                      "input_type=ArgsKwargs]",
              "mean_acceptance_length": None, "note": "server did not start"}]}))
     monkeypatch.setattr(method_trials, "DEFAULT_TRIALS_PATH", path)
     at = open_page(METHODS, timeout=240)  # the first run imports vLLM's config
     [trials] = [d.value for d in at.dataframe if "outcome" in d.value.columns]
-    assert trials["method"].tolist() == ["ngram", "dspark"]  # one row per method
-    assert trials["outcome"].tolist() == ["ran", "failed"]
+    assert trials["method"].tolist() == ["ngram", "dspark", "mlp_speculator"]  # one row per method
+    assert trials["outcome"].tolist() == ["ran", "failed", "failed"]
     assert trials["why it failed"].tolist()[1] == "ValueError: Model Runner V1 does not support: dspark speculative decoding"
-    assert trials["platform"].tolist() == ["cpu (test cpu), vLLM 0.32.0"] * 2
+    # a pydantic error reads as one line: its message and who refused it, no ArgsKwargs(...) dump
+    assert trials["why it failed"].tolist()[2] == ("Model architectures ['X'] are not supported for now. "
+                                                   "(SpeculativeConfig refused it)")
+    assert trials["platform"].tolist() == ["cpu (test cpu), vLLM 0.32.0"] * 3
     assert any("on CPU (test cpu)" in c.value and "Llama-architecture targets (tiny" in c.value for c in at.caption)
     [errors] = [e for e in at.expander if e.label.startswith("The full error messages")]  # not one per failure
-    assert errors.label == "The full error messages (1 distinct)"
+    assert errors.label == "The full error messages (2 distinct)"
     assert [c.value for c in at.code if "ValueError: Model Runner V1" in c.value] == [
         "ValueError: Model Runner V1 does not support: dspark speculative decoding\nmore"]
 

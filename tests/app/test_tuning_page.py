@@ -5,6 +5,7 @@ from page_helpers import chart_figure, open_page, sample_sweep
 
 from specviz import prediction, schedule, sweep_files
 from specviz.charts.tuning import gap_text
+from specviz.config import describe_spec
 from specviz.serve_command import serve_command_text
 from specviz.sweep import BASELINE
 from specviz.sweep_files import load_confirmation, load_sweep
@@ -57,15 +58,18 @@ def test_the_tuning_page_exports_the_recommendation_not_the_slider():
         assert not at.exception, at.exception
         assert [c.value for c in at.code if c.value.startswith("vllm serve")] == [exported]
     recommended = at.dataframe[0].value
-    assert [v.split(":")[0] for v in recommended["confirmed"]] == [f"k={r.confirmed_k}" for r in result.rows]
-    assert all(v != "not measured" for v in recommended["baseline"])  # beside every figure
+    picked = result.confirmed_by
+    assert [v.split(":")[0] for v in recommended[f"confirmed ({picked})"]] == [f"k={r.confirmed_k}" for r in result.rows]
+    assert all(v != "not measured" for v in recommended[f"baseline ({picked})"])  # beside every figure
     fig = chart_figure(at, "tune_chart_schedule")
     steps = next(t for t in fig["data"] if t["meta"]["role"] == "schedule_k")
     assert steps["y"] == [result.schedule.k_at(b) if result.schedule else 0 for b in range(1, len(steps["y"]) + 1)]
     labels = next(t for t in fig["data"] if t["meta"]["role"] == "schedule_k_label")  # k named in the k panel
     assert labels["text"] == [f"k={result.schedule.k_at(c) if result.schedule else 0}" for c in labels["x"]]
     statics = {t["meta"]["k"] for t in fig["data"] if t["meta"]["role"] == "static"}
-    assert statics == {m.num_speculative_tokens for m in pred.measured}
+    # one measurement set: what was measured beside the schedule when there is one, else the sweep's cells
+    assert statics == (set(result.static_beside) if len(result.static_beside) > 1
+                       else {m.num_speculative_tokens for m in pred.measured})
 
 
 def test_the_drafter_selector_resets_when_the_sweep_changes():
@@ -141,7 +145,7 @@ def test_tuning_tables_say_not_measured_for_a_k_the_sweep_did_not_measure():
     at.slider(key=_tune_keys(name, drafter, max(ks))[2]).set_value(unmeasured[0]).run()
     assert not at.exception, at.exception
     table = at.dataframe[1].value
-    for column in ("measured tok/s", "gap"):
+    for column in ("measured tok/s (sweep)", "gap"):
         assert list(table[column]) == ["not measured"] * len(table), column
 
 
@@ -175,7 +179,7 @@ def test_the_tuning_page_says_where_the_measured_schedule_falls_short():
     [warning] = [w.value for w in at.warning if "schedule measured as a row" in w.value]
     assert "16: the schedule (k=0) 227.1 (215.9-238.4) against no drafting 240.7 (238.7-243.3)" in warning
     assert "schedule 646.2, no drafting 639.7" in warning and "at or above every single static config" in warning
-    assert "schedule" in at.dataframe[0].value.columns
+    assert "schedule (head-to-head)" in at.dataframe[0].value.columns
     # better than no drafting at c=1 and 2 and summed (639.7 under its maxes summed): the schedule stays
     assert not [i for i in at.info if "So the export is" in i.value]
     assert [c.value for c in at.code][0].count("num_speculative_tokens_per_batch_size") == 1
@@ -213,3 +217,53 @@ def test_the_tuning_page_says_where_the_measured_schedule_falls_short():
     assert "no drafting served measurably more in total" in reason and "the export is no drafting" in reason
     assert "head-to-head" in reason
     assert [c.value for c in at.code][0].strip().endswith("SmolLM2-135M-Instruct")  # vllm serve, no speculative config
+
+
+def _first_screen(at) -> list:
+    """The main area's elements in page order, up to the first subheader: what a reader sees before scrolling."""
+    shown = []
+    for el in list(at.main)[1:]:
+        if type(el).__name__ == "Subheader":
+            break
+        shown.append(el)
+    return shown
+
+
+def test_the_first_screen_answers_first_for_every_recorded_drafter():
+    """Issue 42: the export (copyable), one sentence on how sure it is, and the chart that shows why come first,
+    once; no recording notes above them. Checked for every recorded sweep and drafter."""
+    at = open_page(TUNING)
+    for path in sweep_files.list_sweep_files():
+        name, sweep = path.parent.name, load_sweep(path)
+        at.selectbox(key="tune_sweep").set_value(name).run()
+        for drafter in prediction.fixed_k_drafters(sweep):
+            at.selectbox(key=f"tune_drafter:{name}").set_value(drafter).run()
+            assert not at.exception, at.exception
+            pred = prediction.predict(sweep, drafter)
+            result = schedule.tuned(pred, sweep, load_confirmation(path.parent, drafter),
+                                    sweep_files.load_head_to_heads(path.parent, drafter))
+            kinds = [type(el).__name__ for el in _first_screen(at)]
+            values = [str(getattr(el, "value", "")) for el in _first_screen(at)]
+            assert kinds[:4] == ["Title", "Markdown", "Code", "Markdown"], (name, drafter, kinds)
+            assert values[1] == f"#### Serve: {describe_spec(result.exported)}"
+            assert values[2] == serve_command_text(sweep.grid.target_model, result.exported, trace=False)
+            assert values[3].startswith("**How sure:** in the ") and "within each other's spread" in values[3] \
+                or "leads clear of the others' spread" in values[3], values[3]
+            assert "runs per config" in values[3]
+            assert _first_screen(at)[4].proto.id.endswith("-tune_chart_schedule"), (name, drafter)
+            assert not any("Recording notes" in v for v in values)
+            assert [c.value for c in at.code].count(values[2]) == 1  # once
+
+
+def test_the_schedule_chart_draws_one_measurement_set_named_in_its_legend():
+    """k=4 at concurrency 8 once measured 119.6, 116.5 and 114.8 on one page: the chart now draws the configs
+    measured beside the schedule (the head-to-head), each named with where it was measured, k light to dark."""
+    at = open_page(TUNING)
+    fig = chart_figure(at, "tune_chart_schedule")
+    static = [t for t in fig["data"] if t["meta"]["role"] == "static"]
+    assert {t["meta"]["measured_in"] for t in static} == {"head-to-head"}
+    assert all(t["name"].endswith("measured in the head-to-head") for t in static)
+    colours = [t["line"]["color"] for t in sorted(static, key=lambda t: t["meta"]["k"]) if t["meta"]["k"]]
+    assert len(set(colours)) == len(colours)
+    explore = [c.value for c in at.caption if c.value.startswith("The stars mark the predicted best k")]
+    assert explore and "the export above serves" in explore[0]  # says why its stars differ from the export

@@ -270,7 +270,7 @@ def test_newcomer_sees_speculation_on_the_first_screen_and_races_it(page):
     sync_api.expect(page.locator(".sv-lane-spec .sv-stat b").nth(1)).to_have_text(
         str(the_race.speculative.num_passes))  # target passes, counted up to the recorded total
     sync_api.expect(page.locator(".sv-lane-spec span.sv-accepted").first).to_be_visible()
-    sync_api.expect(page.get_by_role("button", name="↻ Race again")).to_be_visible()
+    sync_api.expect(page.get_by_role("button", name="Race again")).to_be_visible()
     _assert_the_clock_ran_smoothly(page, the_race)
     _wait_idle(page)
     _screenshot(page, ARTIFACTS / "playground_race_finished.png")

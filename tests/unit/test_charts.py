@@ -249,6 +249,13 @@ def test_short_names_are_the_method_and_unique():
     assert two == {"ngram lookup 2-4": "ngram 2-4", "ngram lookup 1-3": "ngram 1-3", EAGLE3: "eagle3"}
 
 
+def _lightness(colour: str) -> float:
+    """'rgb(12, 34, 56)' or '#0c2238' -> the mean of its channels, 0..255."""
+    if colour.startswith("#"):
+        return sum(int(colour[i:i + 2], 16) for i in (1, 3, 5)) / 3
+    return sum(float(v) for v in colour[colour.index("(") + 1:-1].split(",")[:3]) / 3
+
+
 def test_colour_by_drafter_dash_and_marker_by_k_full_config_in_the_hover(three_drafters):
     for fig in (sweep_charts.speedup_vs_concurrency(three_drafters, "c"), sweep_charts.latency_vs_throughput(three_drafters, "c")):
         s = spec(fig)
@@ -262,8 +269,11 @@ def test_colour_by_drafter_dash_and_marker_by_k_full_config_in_the_hover(three_d
             assert t["line"]["dash"] == {1: "solid", 3: "dash"}[k]
             assert t["marker"]["symbol"] == {1: "circle", 3: "square"}[k]
             assert sweep_charts.config_label(t["meta"]["drafter"], k) in t["hovertemplate"]  # the full config
-        assert all(len(c) == 1 for c in colours.values())  # one colour per drafter ...
-        assert len({next(iter(c)) for c in colours.values()}) == 3  # ... and three different ones
+        # k light to dark within each drafter's hue family (k=1 lighter than k=3), and no colour shared
+        by_k = {(t["meta"]["drafter"], t["meta"]["k"]): t["line"]["color"] for t in measured}
+        for d in colours:
+            assert _lightness(by_k[(d, 1)]) > _lightness(by_k[(d, 3)]), d
+        assert len(set(by_k.values())) == 6
 
 
 def test_breakeven_and_baseline_are_marked_and_type_is_large(three_drafters):
@@ -272,7 +282,7 @@ def test_breakeven_and_baseline_are_marked_and_type_is_large(three_drafters):
     assert sorted(t["name"] for t in marks) == ["draft: no k pays from concurrency 8",
                                                 "eagle3: no k pays from concurrency 8",
                                                 "ngram: no k pays from concurrency 8"]
-    assert all(t["marker"]["color"] == _config(s, t["meta"]["drafter"], 1)["line"]["color"] for t in marks)
+    assert all(t["marker"]["color"] == _config(s, t["meta"]["drafter"], 3)["line"]["color"] for t in marks)
     assert not s["layout"].get("annotations")  # no text printed in the plot: the legend names everything
     assert any(t["meta"]["role"] == "baseline" and t["name"].startswith("baseline = 1x") for t in s["data"])
     assert s["layout"]["font"]["size"] >= 15 and s["layout"]["legend"]["font"]["size"] >= 14

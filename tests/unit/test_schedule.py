@@ -91,11 +91,12 @@ def test_tuned_picks_on_the_sweeps_own_cells_and_finds_the_schedule_row(tmp_path
     assert {r.concurrency: r.confirmed_k for r in result.rows} == {1: 2, 4: 1}  # one run each: best median
     assert result.exported.to_vllm()["num_speculative_tokens_per_batch_size"] == [[1, 1, 2], [2, 4, 1]]
     table = recommendation_table(result)
-    assert table[0]["baseline"] == "33.3" and table[0]["speedup"] == 1.26
-    assert table[0]["predicted → measured"] == "k=3: 49.8 → 41.5"  # the prediction beside its measured median
-    assert table[1]["schedule"] == "k=1: not measured" and table[0]["confirmed"] == "k=2: 42.0"
+    # each header names the measurement set its figures come from
+    assert table[0]["baseline (sweep)"] == "33.3" and table[0]["speedup"] == 1.26
+    assert table[0]["predicted → measured (sweep)"] == "k=3: 49.8 → 41.5"  # the prediction beside its median
+    assert table[1]["schedule (not measured)"] == "k=1: not measured" and table[0]["confirmed (sweep)"] == "k=2: 42.0"
     static = result.model_copy(update={"schedule": result.schedule.with_k(2)})
-    assert "schedule" not in recommendation_table(static)[0]  # one k everywhere: no schedule column
+    assert not any(h.startswith("schedule") for h in recommendation_table(static)[0])  # one k: no schedule column
 
     # the exported schedule measured as a row of the confirmation: it stands beside the picks
     label = schedule_label(result.exported)
@@ -106,7 +107,7 @@ def test_tuned_picks_on_the_sweeps_own_cells_and_finds_the_schedule_row(tmp_path
     assert confirmation_folder(tmp_path, pred.drafter).parts[-2:] == ("confirm", "ngram_lookup_2-4")
     result = tuned(pred, sweep, load_confirmation(tmp_path, pred.drafter))
     assert result.confirmed_by == "confirmation" and result.schedule_measured_in == "confirmation"
-    assert recommendation_table(result)[1]["schedule"] == "k=1: 69.0"
+    assert recommendation_table(result)[1]["schedule (confirmation)"] == "k=1: 69.0"
     assert load_confirmation(tmp_path, "eagle3 x") is None
 
 
@@ -265,7 +266,7 @@ def test_k0_of_a_schedule_competes_as_the_drafter_idle_not_as_the_baseline():
     result = tuned(pred, with_idle(66.0), None)
     assert result.schedule.to_vllm()[SCHEDULE_FIELD] == [[1, 1, 2], [2, 4, 1]]
     table = recommendation_table(result)
-    assert [t["k=0, idle"] for t in table] == ["not measured", "66.0"] and table[1]["baseline"] == "75.0"
+    assert [t["k=0, idle (sweep)"] for t in table] == ["not measured", "66.0"] and table[1]["baseline (sweep)"] == "75.0"
     # idle at 72.0 beats every k there: k=0 stays, and the pick's figure is the idle row's, not the baseline's
     rows = confirmation_rows(pred, with_idle(72.0))
     assert rows[1].confirmed_k == 0 and rows[1].confirmed.output_tokens_per_s == 72.0

@@ -209,7 +209,7 @@ def test_an_untraced_cell_is_cut_from_vllms_per_position_counters():
     from specviz.sweep_view import table_at_k
 
     row = {r["concurrency"]: r for r in table_at_k(pred, 2)}[1]
-    assert row["measured tok/s"] == f"{2.0 / _pass_s(1, 2):.1f} · untraced, async" and row["gap"] != "not measured"
+    assert row["measured tok/s (sweep)"] == f"{2.0 / _pass_s(1, 2):.1f} · untraced, async" and row["gap"] != "not measured"
 
 
 def _costed_sweep(histogram: list[int], per_drafted_s: float) -> Sweep:
