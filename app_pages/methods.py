@@ -96,6 +96,21 @@ if aliases:
     with st.expander(f"{len(aliases)} model-specific MTP names (vLLM treats each as 'mtp')"):
         st.dataframe(aliases, hide_index=True, width="stretch", key="methods_aliases")
 
+# ---- the three families that draft from the target's own state ----
+st.subheader("Drafting from the target: three families")
+st.caption("What each family's drafter receives from the target, how it drafts, and what the number of its layers "
+           "has to do with num_speculative_tokens. \"Ran here\" is the method trials on this machine (tiny or "
+           "untrained drafters: an acceptance length says the method runs, not how well it drafts).")
+for col, card in zip(st.columns(3), methods_view.drafting_family_cards(entries, trials)):
+    with col.container(border=True, key=f"methods_family_card_{card['family'][:10].replace(' ', '_')}"):
+        st.markdown(f"**{card['title']}**")
+        st.caption(f"methods: {card['methods']}")
+        st.markdown(f"**Receives:** {card['receives']}")
+        st.markdown(f"**Drafts:** {card['drafts']}")
+        st.markdown(f"**Layers vs num_speculative_tokens:** {card['layers_vs_k']}")
+        st.markdown(f"**Ran here:** {card['ran_here']}")
+        st.markdown(f"**Recorded run of the demo model:** {card['demo_run']}")
+
 # ---- (b) one verification step, phase by phase ----
 st.subheader("One verification step")
 weather = walkthrough.weather_request()

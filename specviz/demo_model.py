@@ -149,8 +149,8 @@ def check_gguf(path: Path) -> None:
         )
 
 
-def check_build(dest: Path) -> str | None:
-    """None if `dest` holds a finished, intact build; otherwise a short reason why not."""
+def check_build(dest: Path, form: str = "llama") -> str | None:
+    """None if `dest` holds a finished, intact build (of `form`: "llama" or "mimo"); otherwise a short reason why not."""
     try:
         marker = json.loads((dest / MARKER).read_text())
     except FileNotFoundError:
@@ -159,6 +159,8 @@ def check_build(dest: Path) -> str | None:
         return f"unreadable {MARKER} ({e})"
     if marker.get("format") != BUILD_FORMAT or marker.get("source", {}).get("sha256") != GGUF_SHA256:
         return "built by another version of specviz"
+    if marker.get("form", "llama") != form:
+        return f"it holds the demo model's {marker.get('form', 'llama')} form, not its {form} form"
     files = marker.get("files") or {}
     if "model.safetensors" not in files:
         return f"{MARKER} lists no model.safetensors"
@@ -237,6 +239,79 @@ def _convert(gguf_path: Path, out: Path, progress) -> None:
         raise DemoModelError(f"save_pretrained wrote no model.safetensors into {out} (it wrote {sorted(os.listdir(out))})")
 
 
+# ---- the MiMo form (native MTP) ----------------------------------------------------------------
+
+MIMO_SUFFIX = "-MiMo"
+MIMO_MTP_SEED = 0
+MIMO_COPIED = ("chat_template.jinja", "generation_config.json", "tokenizer.json", "tokenizer_config.json")
+
+
+def demo_mimo_model_dir() -> Path:
+    """Where the demo model's MiMo form lives: beside the Llama folder, with "-MiMo" appended."""
+    llama = demo_model_dir()
+    return llama.with_name(llama.name + MIMO_SUFFIX)
+
+
+def ensure_demo_mimo_model(dest: Path | None = None, progress=print) -> Path:
+    """Return a folder holding the demo model in the MiMo layout, building it (and the Llama form) if needed.
+
+    Same weights as the Llama folder, plus zero q/k/v biases (specviz.mimo), plus one MTP layer
+    under `model.mtp_layers.0.` that is NOT trained: random weights with a fixed seed
+    (config.json says so under "specviz_mtp_layer"). Served with {"method": "mtp"}, vLLM drafts
+    with that layer; its greedy output equals the Llama form's, and its acceptance means nothing yet.
+    """
+    dest = Path(dest).expanduser().resolve() if dest is not None else demo_mimo_model_dir().resolve()
+    if check_build(dest, form="mimo") is None:
+        return dest
+    if dest.exists() and not (dest / MARKER).exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise DemoModelError(f"{dest} exists but is not a specviz demo model build (it has no {MARKER}). "
+                             f"Move or delete it, or use another folder.")
+    llama = ensure_demo_model(progress=progress)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with _build_lock(dest):
+            problem = check_build(dest, form="mimo")
+            if problem is None:
+                return dest
+            _remove_leftovers(dest)
+            tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.building-", dir=dest.parent))
+            try:
+                progress(f"writing the demo model's MiMo form (untrained MTP layer, seed {MIMO_MTP_SEED}) to {dest}")
+                _write_mimo_form(llama, tmp)
+                _write_marker(tmp, form="mimo", mtp_layer={"trained": False, "init": "random", "seed": MIMO_MTP_SEED})
+                _replace_dir(tmp, dest)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+    except OSError as e:
+        raise DemoModelError(f"writing the demo model's MiMo form in {dest} failed: {e}. It needs about 300 MB "
+                             f"free there; fix space or permissions.") from e
+    problem = check_build(dest, form="mimo")
+    if problem is not None:
+        raise DemoModelError(f"the MiMo form just written in {dest} fails its own check: {problem}")
+    return dest
+
+
+def _write_mimo_form(llama_dir: Path, out: Path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    from .mimo import mimo_config, mimo_tensors, random_mtp_layer
+
+    llama_config = json.loads((llama_dir / "config.json").read_text())
+    tensors = load_file(str(llama_dir / "model.safetensors"))
+    dtype = tensors["model.embed_tokens.weight"].dtype
+    layer = random_mtp_layer(llama_config, seed=MIMO_MTP_SEED)
+    tensors = mimo_tensors(tensors, llama_config) | {k: v.to(dtype) for k, v in layer.items()}
+    config = mimo_config(llama_config, specviz_mtp_layer={
+        "trained": False, "init": "random", "seed": MIMO_MTP_SEED,
+        "note": "untrained: drafts are noise; the target's output is unaffected"})
+    config["torch_dtype"] = str(dtype).removeprefix("torch.")
+    save_file({k: v.contiguous() for k, v in tensors.items()}, str(out / "model.safetensors"), metadata={"format": "pt"})
+    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    for name in MIMO_COPIED:
+        if (llama_dir / name).is_file():
+            shutil.copyfile(llama_dir / name, out / name)
+
+
 def _sanity_check(model, tokenizer) -> None:
     """Fail the build if the converted model cannot say where Paris is (e.g. a weight layout bug)."""
     import torch
@@ -253,8 +328,8 @@ def _sanity_check(model, tokenizer) -> None:
         )
 
 
-def _write_marker(out: Path) -> None:
-    """Record the source and the sha256 and size of every file in `out`."""
+def _write_marker(out: Path, **extra) -> None:
+    """Record the source and the sha256 and size of every file in `out` (and `extra` fields)."""
     for p in out.iterdir():
         os.chmod(p, 0o644)  # some writers (and mkdtemp) create private files
     files = {
@@ -267,6 +342,7 @@ def _write_marker(out: Path) -> None:
         "source": {"package": f"{PACKAGE}=={PACKAGE_VERSION}", "file": GGUF_NAME, "sha256": GGUF_SHA256},
         "built_with": {lib: _version(lib) for lib in ("torch", "transformers", "gguf")},
         "files": files,
+        **extra,
     }
     (out / MARKER).write_text(json.dumps(marker, indent=2) + "\n")
 

