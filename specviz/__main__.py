@@ -175,8 +175,9 @@ def _start_with_progress(server) -> None:
     print(f"{chr(10) if tty else ''}vLLM ready after {took:.1f} s", file=sys.stderr)
 
 DTYPE_HELP = "the target's dtype (vLLM --dtype); default: float32 for the demo model, else vLLM's 'auto'"
-LOGPROBS_HELP = ("keep the target's top N candidates per output token (default 2), so `specviz compare` can say "
-                 "why two runs part; 0 turns it off (benchmarks/logprobs_cost.py measures what it costs)")
+LOGPROBS_HELP = (f"keep the target's top N candidates per output token (default {DEFAULT_LOGPROBS}: a tie of three "
+                 "or more shows), so `specviz compare` can say why two runs part; 0 turns it off "
+                 "(benchmarks/logprobs_cost.py measures what it costs)")
 
 
 def _non_negative(text: str) -> int:
@@ -462,7 +463,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     print(comparison.summary())
     if not comparison.requests:
         return _fail("nothing to compare: the two runs share no prompt", 2)
-    return 0 if comparison.all_explained else 1
+    return comparison.exit_code  # 0 identical or ties, 1 NOT a tie, 3 not explained (see RunComparison)
 
 
 def cmd_methods(args: argparse.Namespace) -> int:
@@ -649,7 +650,8 @@ def main(argv: list[str] | None = None) -> int:
     c.set_defaults(fn=cmd_check)
 
     cmp = sub.add_parser("compare", help="compare a run with its baseline: identical output, or where they part "
-                                         "and whether the target's logprobs show a tie (exit 1 if not)")
+                                         "and whether the target's logprobs show a tie (exit 0 identical or ties, 1 NOT a tie, "
+                                         "3 not explained: no logprobs or a token outside the recorded top N)")
     cmp.add_argument("baseline", help="the baseline run file (--spec none)")
     cmp.add_argument("run", help="a run of the same prompts, e.g. with speculative decoding")
     cmp.set_defaults(fn=cmd_compare)

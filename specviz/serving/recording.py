@@ -37,7 +37,7 @@ def warmup_prompts(n: int) -> list[str]:
     return [f"{WARMUP_PROMPT} (request {i + 1} of {n})" for i in range(n)]
 
 
-DEFAULT_LOGPROBS = 2  # the target's top candidates kept per output token: enough to explain a divergence
+DEFAULT_LOGPROBS = 5  # the target's top candidates kept per output token: enough to see a three-way tie
 
 
 def sampling_params(*, max_tokens: int, temperature: float = 0.0, seed: int = 0,
