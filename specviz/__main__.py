@@ -107,7 +107,8 @@ def cmd_record(args: argparse.Namespace) -> int:
     from .metrics import summarize
 
     s = summarize(run)
-    print(json.dumps({"out": str(path), "complete": s.complete, "mean_acceptance_length": s.mean_acceptance_length,
+    print(json.dumps({"out": str(path), "complete": s.complete, "tokens_per_target_pass": s.tokens_per_target_pass,
+                      "mean_acceptance_length": s.mean_acceptance_length,
                       "output_tokens_per_s": s.output_tokens_per_s, "counters_match": s.counters_match,
                       "failed_requests": s.num_failed_requests, "padded_draft_slots": s.num_padded_draft_tokens,
                       "invalid_reason": s.invalid_reason, "engine_error": run.meta.engine_error}))

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from . import showcase
+from . import figures, showcase
 from .charts import timeline
 from .charts.acceptance import acceptance_per_position
 from .config import ConfigError, describe_spec, short_model_name
@@ -56,7 +56,7 @@ MEAN_ACCEPTANCE_HELP = (
     "Tokens committed per target pass that verified drafts: the accepted draft tokens of the pass plus the one "
     "token the target adds (its correction, or the bonus when every draft was accepted). vLLM's "
     "1 + num_accepted_tokens / num_drafts, where num_drafts counts verify passes: at most k + 1 (4 at k=3); "
-    "1 means no draft was ever accepted.")
+    "1 means no draft was ever accepted. Passes that verified no draft are left out: see tokens per target pass.")
 COUNTERS_HELP = (
     "specviz's tracer saw each verification step inside vLLM's scheduler. 'yes': the drafts, draft tokens and "
     "accepted tokens (per position too) it counted equal vLLM's own spec_decode counters for this run exactly, "
@@ -66,14 +66,17 @@ COUNTERS_HELP = (
 
 
 def metrics_row(s: Summary, container=st) -> None:
-    cols = container.columns([0.8, 1.35, 1.15, 1.05, 1.4])  # the longer labels get room: none is cut at 1280 px
+    """The run's figures, named as specviz.figures names them (scope: the whole run, every request)."""
+    cols = container.columns([0.8, 1.3, 1.35, 1.15, 1.05, 1.4])  # the longer labels get room at 1280 px
     cols[0].metric("engine steps", s.num_steps or "–",
                    help=None if s.num_steps else "counted by the specviz tracer; unknown without it")
-    cols[1].metric("mean acceptance length", _fmt(s.mean_acceptance_length, "{:.2f}"), help=MEAN_ACCEPTANCE_HELP)
-    cols[2].metric("draft acceptance rate", _fmt(s.draft_acceptance_rate, "{:.0%}"))
-    cols[3].metric("output tokens/s", _fmt(s.output_tokens_per_s, "{:.1f}"),
+    cols[1].metric(figures.TOKENS_PER_TARGET_PASS, _fmt(s.tokens_per_target_pass, "{:.2f}"),
+                   help=figures.TOKENS_PER_TARGET_PASS_HELP)
+    cols[2].metric(figures.MEAN_ACCEPTANCE_LENGTH, _fmt(s.mean_acceptance_length, "{:.2f}"), help=MEAN_ACCEPTANCE_HELP)
+    cols[3].metric("draft acceptance rate", _fmt(s.draft_acceptance_rate, "{:.0%}"))
+    cols[4].metric("output tokens/s", _fmt(s.output_tokens_per_s, "{:.1f}"),
                    help="all output tokens / wall time from the first request sent to the last one finished")
-    cols[4].metric("matches vLLM's counters", {True: "yes", False: "NO", None: "–"}[s.counters_match],
+    cols[5].metric("matches vLLM's counters", {True: "yes", False: "NO", None: "–"}[s.counters_match],
                    help=COUNTERS_HELP)
 
 
