@@ -1,6 +1,6 @@
 """What recording the target's top-N logprobs per token costs (none, top 2, top 5), side by side on one server.
 
-    .venv/bin/python benchmarks/logprobs_cost.py [--rounds 6] [--concurrency 4] [--dtype float32]
+    PYTHONPATH=. .venv/bin/python benchmarks/logprobs_cost.py [--rounds 6] [--concurrency 4] [--dtype float32]
 
 `record` asks vLLM for the top 5 logprobs of every output token by default (so `specviz compare`
 can tell a tie from a bug, three-way ties included); it asked for the top 2 before; `--logprobs 0`

@@ -70,3 +70,26 @@ def test_the_headline_and_every_race_finish_agree_on_every_shared_figure(name):
         per_pass = next(f for f in race.request_figures if f.name == figures.TOKENS_PER_TARGET_PASS)
         assert per_pass.value == end.tokens_per_pass
         assert "Identical output" in finish_html, finish_html  # the showcase races end on identical output
+
+
+def test_the_example_step_is_chosen_by_a_rule_that_prefers_words_over_whitespace():
+    from run_builders import make_step
+
+    from specviz.runfile import Request
+    from specviz.showcase import example_step
+
+    def texted(i, drafts, sampled, draft_texts, sampled_texts):
+        return make_step(i, drafts, sampled).model_copy(update={"draft_texts": draft_texts,
+                                                                "sampled_texts": sampled_texts})
+
+    steps = [
+        make_step(0, [], [1]),  # the prefill: no drafts
+        # more accepted, but whitespace and a struck-through '=' that reads as a bar
+        texted(1, [2, 3, 4, 5], [2, 3, 9], ["\n    ", "    ", " =", " x"], ["\n    ", "    ", " total"]),
+        # the worked example's shape: two accepted words, a correction, a discarded word
+        texted(2, [6, 7, 8, 10], [6, 7, 11], [" sunny", " and", " warm", " outside"], [" sunny", " and", " clear"]),
+        texted(3, [12, 13, 14], [12, 13, 14, 15], [" a", " b", " c"], [" a", " b", " c", " d"]),  # all accepted
+    ]
+    req = Request(request_id="r", prompt="p", output_token_ids=[t for s in steps for t in s.committed_token_ids],
+                  output_text="", start_time_s=0.0, finish_reason="length", steps=steps)
+    assert example_step(req) == 2
