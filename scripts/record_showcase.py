@@ -1,7 +1,7 @@
 """Record the showcase runs in sample_runs/showcase/: for each method that runs on CPU with the demo
 model, a baseline and a speculative run of the same prompts at concurrency 1, long enough to watch.
 
-    .venv/bin/python scripts/record_showcase.py            # run from the repository root
+    PYTHONPATH=. .venv/bin/python scripts/record_showcase.py   # from the repository root (this checkout's specviz)
     .venv/bin/python scripts/record_showcase.py --dtype bfloat16 --out /tmp/showcase-bf16   # to see the ties
 
 - ngram (k=3, lookup 2-4) on editing prompts: the answer copies most of the given code, so the
@@ -12,7 +12,7 @@ model, a baseline and a speculative run of the same prompts at concurrency 1, lo
 The baseline of each prompt set is recorded with the same server settings and no speculation;
 the Playground races each speculative run against it. The demo model runs in float32 (its default
 dtype, demo_model.DEMO_MODEL_DTYPE), where every pair gives identical output; every run keeps the
-target's top-2 logprobs per token, so a divergence in another dtype is explained by
+target's top-5 logprobs per token (record's default), so a divergence in another dtype is explained by
 `specviz compare`. Prints one line per run, with its comparison against the baseline.
 """
 

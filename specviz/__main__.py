@@ -24,7 +24,7 @@ import signal
 import sys
 from pathlib import Path
 
-from .config import ConfigError, SpecConfig, check_server_args
+from .config import DEFAULT_LOGPROBS, ConfigError, SpecConfig, check_server_args
 from .demo_model import default_dtype
 from .prompts import PromptSetError, load_prompts
 
@@ -38,12 +38,8 @@ def _fail(message: str, code: int = 2) -> int:
 
 
 def _logprobs(args: argparse.Namespace) -> int:
-    """--logprobs, or recording's default (not imported at parse time: it brings httpx and the run file)."""
-    if args.logprobs is not None:
-        return args.logprobs
-    from .serving.recording import DEFAULT_LOGPROBS
-
-    return DEFAULT_LOGPROBS
+    """--logprobs, or recording's default."""
+    return DEFAULT_LOGPROBS if args.logprobs is None else args.logprobs
 
 
 def cmd_record(args: argparse.Namespace) -> int:
@@ -127,6 +123,7 @@ def cmd_record(args: argparse.Namespace) -> int:
 
     s = summarize(run)
     print(json.dumps({"out": str(path), "complete": s.complete, "trace_dropped_steps": s.trace_dropped_steps,
+                      "tokens_per_target_pass": s.tokens_per_target_pass,
                       "mean_acceptance_length": s.mean_acceptance_length,
                       "output_tokens_per_s": s.output_tokens_per_s, "counters_match": s.counters_match,
                       "failed_requests": s.num_failed_requests, "padded_draft_slots": s.num_padded_draft_tokens,
@@ -231,8 +228,9 @@ def _start_with_progress(server) -> None:
     print(f"{chr(10) if tty else ''}vLLM ready after {took:.1f} s", file=sys.stderr)
 
 DTYPE_HELP = "the target's dtype (vLLM --dtype); default: float32 for the demo model, else vLLM's 'auto'"
-LOGPROBS_HELP = ("keep the target's top N candidates per output token (default 2), so `specviz compare` can say "
-                 "why two runs part; 0 turns it off (benchmarks/logprobs_cost.py measures what it costs)")
+LOGPROBS_HELP = (f"keep the target's top N candidates per output token (default {DEFAULT_LOGPROBS}: a tie of three "
+                 "or more shows), so `specviz compare` can say why two runs part; 0 turns it off "
+                 "(benchmarks/logprobs_cost.py measures what it costs)")
 
 
 def _non_negative(text: str) -> int:
@@ -575,7 +573,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     print(comparison.summary())
     if not comparison.requests:
         return _fail("nothing to compare: the two runs share no prompt", 2)
-    return 0 if comparison.all_explained else 1
+    return comparison.exit_code  # 0 identical or ties, 1 NOT a tie, 3 not explained (see RunComparison)
 
 
 def cmd_methods(args: argparse.Namespace) -> int:
@@ -777,7 +775,8 @@ def main(argv: list[str] | None = None) -> int:
     c.set_defaults(fn=cmd_check)
 
     cmp = sub.add_parser("compare", help="compare a run with its baseline: identical output, or where they part "
-                                         "and whether the target's logprobs show a tie (exit 1 if not)")
+                                         "and whether the target's logprobs show a tie (exit 0 identical or ties, 1 NOT a tie, "
+                                         "3 not explained: no logprobs or a token outside the recorded top N)")
     cmp.add_argument("baseline", help="the baseline run file (--spec none)")
     cmp.add_argument("run", help="a run of the same prompts, e.g. with speculative decoding")
     cmp.set_defaults(fn=cmd_compare)

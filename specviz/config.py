@@ -30,6 +30,7 @@ class ConfigError(SpecvizError, ValueError):
     """A speculative config that vLLM would refuse; the message names the field to change."""
 
 
+DEFAULT_LOGPROBS = 5  # the target's top candidates `record` keeps per output token: enough to see a three-way tie
 SCHEDULE_FIELD = "num_speculative_tokens_per_batch_size"  # vLLM's name for the per-batch-size schedule
 UNREPORTED_METHOD = "unknown"  # the method of a server that drafts but did not say how (an attached one, no --spec)
 

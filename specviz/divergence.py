@@ -7,23 +7,32 @@ target's scores differently. When its two best candidates are closer than that r
 win. `compare_runs(baseline, run)` pairs the requests by prompt and says, per request:
 
     identical       the same output tokens
-    tie             parts at token t, and the runs' own logprobs show a tie: at t both runs put the
-                    same two candidates on top, each run wrote its own target's best, and the
-                    target's preference between the two moved between the runs by no more than
-                    rounding explains: two rounding steps of the dtype at the size of those scores
-                    (rounding_step), or as much as the same scores moved on the text both runs
-                    shared (the tokens before t), whichever is larger
-    not_a_tie       parts at t, and the logprobs say the choice there was clear, or a run wrote a
-                    token its own target scored lower: the drafting path changed the target's choice
-    unexplained     parts at t, but a run recorded no logprobs to judge by
+    tie             parts at token t, where the baseline wrote A and the run B, and in both runs the
+                    target's gap between A and B is within what rounding explains: exactly zero, at
+                    most one spacing step of the dtype at the size of those scores (rounding_step:
+                    two scores equal before rounding can round one step apart), or no more than the
+                    same scores moved between the runs on the text both shared (the tokens before t).
+                    However many other candidates tied with them: only A and B are judged.
+    not_a_tie       parts at t, both runs scored both A and B, and one run's target preferred its
+                    token by a clear margin (more than that) that the other run contradicts; or a
+                    run wrote a token its own target scored lower: drafting changed the choice
+    unexplained     parts at t, but the evidence is missing: a run recorded no logprobs, or one run's
+                    top N does not hold the token the other wrote ("not explained: token outside the
+                    recorded top N"; a three-way tie recorded with top 2 looks like this). Not an
+                    error, and not proof of losslessness: `specviz compare` exits 3 for it
     not_applicable  sampled (temperature > 0): outputs are draws; per-token comparison does not apply
 
 Worked example, measured (sample_runs/showcase-bf16-xeon-k8-c4, the demo model in bfloat16, ngram
 k=8 at concurrency 4): at token 12 the baseline wrote " indoor", preferring it to " gardening" by
 0.125; the ngram run's target preferred " gardening" by 0.125 and wrote it. The preference moved by
 0.125 + 0.125 = 0.25. Both margins are whole multiples of 0.125, the spacing of bfloat16 numbers
-between 16 and 32, and rounding each of the two scores moves their margin by up to two such steps
-(0.25): a tie. The same margins in a float32 run would be a change of the target's choice.
+between 16 and 32, and each is one such step: two scores equal before rounding, a tie. The same
+margins in a float32 run would be a change of the target's choice.
+
+Worked example from the issue (bfloat16, 28 held-out prompts): the baseline wrote 827, its top two
+827 and 10348 at -1.6245 each; the run wrote 253, its top two 253 and 827 at -1.6472 each. With
+top 2 recorded the baseline's score of 253 is unknown: "not explained: token outside the recorded
+top 2". With top 5 the baseline also has 253 at -1.6245: both gaps are 0, a (three-way) tie.
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from .config import DEFAULT_LOGPROBS
 from .runfile import Request, Run, TokenCandidates
 
 Verdict = Literal["identical", "tie", "not_a_tie", "unexplained", "not_applicable"]
@@ -134,8 +144,16 @@ class RunComparison:
         if bad := sum(c.verdict == "not_a_tie" for c in self.requests):
             words.append(f"{bad} part where the target's choice was clear (NOT a tie)")
         if unknown := sum(c.verdict == "unexplained" for c in self.requests):
-            words.append(f"{unknown} part without logprobs to explain why")
+            words.append(f"{unknown} part where the recorded logprobs cannot say why (not explained)")
         return "; ".join(words)
+
+    @property
+    def exit_code(self) -> int:
+        """What `specviz compare` exits with: 1 if any request parts where the target's choice was clear
+        (NOT a tie), else 3 if any parts without the evidence to say why (not explained), else 0."""
+        if any(c.verdict == "not_a_tie" for c in self.requests):
+            return 1
+        return 3 if any(c.verdict == "unexplained" for c in self.requests) else 0
 
 
 def _in(dtype: str | None) -> str:
@@ -190,40 +208,66 @@ def compare_requests(base: Request, run: Request, *, greedy: bool, dtype: str | 
         missing = "the baseline" if base.top_logprobs is None else "the run"
         d = Divergence(at, a, b, None, None, None)
         return RequestComparison(index, run.request_id, "unexplained", d, *texts,
-                                 reason=f"not explained: {missing} recorded no logprobs (record with --logprobs 2)")
+                                 reason=f"not explained: {missing} recorded no logprobs (record with --logprobs 5)")
     cb, cr = base.top_logprobs[at], run.top_logprobs[at]
     moves = margin_moves(base.top_logprobs, run.top_logprobs, at)
     d = Divergence(at, a, b, (cb.logprob_of(a), cb.logprob_of(b)), (cr.logprob_of(a), cr.logprob_of(b)),
                    max(moves) if moves else None)
-    top2_b, top2_r = set(cb.token_ids[:2]), set(cr.token_ids[:2])
     shown = f"{_quote(texts[0])} and {_quote(texts[1])}"
-    if d.flip is None or top2_b != {a, b} or top2_r != {a, b}:
-        return RequestComparison(index, run.request_id, "not_a_tie", d, *texts,
-                                 reason=f"NOT a tie: the two runs do not share {shown} as the target's two best "
-                                        "candidates there, so drafting changed the target's choice")
-    margin_b, margin_r = d.baseline_logprobs[0] - d.baseline_logprobs[1], d.run_logprobs[1] - d.run_logprobs[0]
-    for who, margin, wrote, preferred in (("the baseline", margin_b, texts[0], texts[1]),
-                                          ("the run", margin_r, texts[1], texts[0])):
-        if margin < 0:  # a greedy run writes its target's best token; this one did not
+    for who, cands, other, other_text in (("the baseline", cb, b, texts[1]), ("the run", cr, a, texts[0])):
+        if cands.logprob_of(other) is None:  # no evidence either way: the token may have tied just below the top N
+            n_top = len(cands.token_ids)
+            return RequestComparison(
+                index, run.request_id, "unexplained", d, *texts,
+                reason=f"not explained: token outside the recorded top {n_top}",
+                detail=(f"{who}'s top {n_top} there does not hold {_quote(other_text)}, which the other run wrote, "
+                        f"so its score is unknown: a tie of three or more candidates looks like this; record with "
+                        f"--logprobs {max(DEFAULT_LOGPROBS, n_top + 1)} or more to tell"))
+    gap_b, gap_r = d.baseline_logprobs[0] - d.baseline_logprobs[1], d.run_logprobs[1] - d.run_logprobs[0]
+    for who, gap, wrote, preferred in (("the baseline", gap_b, texts[0], texts[1]),
+                                       ("the run", gap_r, texts[1], texts[0])):
+        if gap < -EXACT:  # a greedy run writes its target's best token; this one did not
             return RequestComparison(
                 index, run.request_id, "not_a_tie", d, *texts,
                 reason=(f"NOT a tie: {who} wrote {_quote(wrote)} although its own target scored {_quote(preferred)} "
-                        f"higher by {-margin:.3f}: not the target's greedy choice (sampled, or a broken path)"))
-    scored = (f"the baseline preferred {_quote(texts[0])} by {margin_b:.3f}, the run {_quote(texts[1])} by "
-              f"{margin_r:.3f}")
-    step = rounding_step([margin_b, margin_r], dtype)
+                        f"higher by {-gap:.3f}: not the target's greedy choice (sampled, or a broken path)"))
+    scored = f"the baseline preferred {_quote(texts[0])} by {gap_b:.3f}, the run {_quote(texts[1])} by {gap_r:.3f}"
+    step = rounding_step([gap_b, gap_r, *candidate_margins(cb), *candidate_margins(cr)], dtype)
     prefix = d.prefix_move or 0.0
-    if d.flip <= max(prefix, 2 * step) + 1e-6:
-        exact = "scored the same" if min(margin_b, margin_r) < 1e-6 else "scored within rounding"
-        why = (f"rounding the two scores to {dtype} can move them by up to {2 * step:.3f} here" if 2 * step >= prefix
-               else f"on the {at} tokens before, the same scores moved by up to {prefix:.3f} between the runs")
+    allowed = max(step, prefix)
+    if gap_b <= allowed + EXACT and gap_r <= allowed + EXACT:
+        exact = "scored the same" if max(gap_b, gap_r) <= EXACT else "scored within rounding"
+        tied = max(tied_candidates(cb, allowed), tied_candidates(cr, allowed))
+        many = f" ({tied} candidates tied)" if tied > 2 else ""
+        if max(gap_b, gap_r) <= EXACT:
+            why = "both runs' targets scored the two exactly alike"
+        elif step >= prefix:
+            why = f"two scores equal before rounding to {dtype} can round {step:.3f} apart here"
+        else:
+            why = f"on the {at} tokens before, the same scores moved by up to {prefix:.3f} between the runs"
         return RequestComparison(index, run.request_id, "tie", d, *texts,
-                                 reason=f"a tie{_in(dtype)}: {shown} {exact}", detail=f"{scored}; {why}")
+                                 reason=f"a tie{_in(dtype)}: {shown} {exact}{many}", detail=f"{scored}; {why}")
+    clear, gap = ("the baseline", gap_b) if gap_b > allowed + EXACT else ("the run", gap_r)
     return RequestComparison(
         index, run.request_id, "not_a_tie", d, *texts,
         reason=f"NOT a tie: drafting changed the target's choice between {shown}",
-        detail=(f"{scored}, a move of {d.flip:.3f}, more than rounding{_in(dtype)} explains here ({2 * step:.3f}) or "
-                f"the same scores moved on the {at} tokens before ({prefix:.3f})"))
+        detail=(f"{scored}: {clear}'s margin of {gap:.3f} is more than rounding{_in(dtype)} explains here "
+                f"({step:.3f}) or the same scores moved on the {at} tokens before ({prefix:.3f}), and the other "
+                "run wrote the other token"))
+
+
+EXACT = 1e-6  # logprobs closer than this are equal (they are float32 sums of exactly rounded logits)
+
+
+def candidate_margins(cands: TokenCandidates) -> list[float]:
+    """The gaps between a run's best candidate and each other one it recorded: more margins to read the
+    dtype's spacing from. (-1.5, -1.5, -1.625, -1.75) -> [0.0, 0.125, 0.25]."""
+    return [cands.logprobs[0] - lp for lp in cands.logprobs[1:]]
+
+
+def tied_candidates(cands: TokenCandidates, allowed: float) -> int:
+    """How many recorded candidates lie within `allowed` of the best: (-1.6245, -1.6245, -1.6245, -2.0), 0 -> 3."""
+    return sum(1 for lp in cands.logprobs if cands.logprobs[0] - lp <= allowed + EXACT)
 
 
 # The largest spacing of a dtype's numbers at logits below 128 (2^7): 2^(6 - mantissa bits).
@@ -236,8 +280,8 @@ def rounding_step(margins: list[float], dtype: str | None) -> float:
 
     Logits in bfloat16 are whole multiples of the spacing of bfloat16 numbers at their size (0.125
     between 16 and 32), and so are the margins between two of them: margins 0.125 and 0.0 -> 0.125;
-    0.0625 and 0.125 -> 0.0625. Rounding each of two logits moves their margin by up to one step
-    each, so a flip of up to two steps is rounding. Capped by the dtype (LARGEST_STEP): a float32
+    0.0625 and 0.125 -> 0.0625. Two logits equal before rounding can round one step apart, so a
+    gap of one step is rounding. Capped by the dtype (LARGEST_STEP): a float32
     run's margins never make a step worth counting; unknown dtype -> 0. All margins 0 -> 0.
     """
     cap = LARGEST_STEP.get(dtype or "", 0.0)

@@ -1,15 +1,17 @@
 """The first screen's headline: a recorded speculative run against its paired baseline, in plain words.
 
     headline(spec_run, baseline_run)
-    -> "On code editing, ngram k=3 produced the same text 1.55x faster than the target alone,
-        2.91 tokens per pass of the target (the target alone: 1)"
+    -> "On code editing, ngram k=3 produced the same text 1.93x faster than the target alone over both
+        prompts: 2.21 tokens per target pass (mean acceptance length 2.92; the target alone: 1)"
        with a detail line: what was measured (output tokens/s of both runs, their prompts,
        concurrency, output length, hardware, vLLM) and whether the two texts are the same.
 
-Worked example (sample_runs/showcase, ngram-k3-edit-c1 against baseline-edit-c1, as recorded in
-bfloat16): 640 output tokens in 15.18 s = 42.17 tokens/s against 640 in 23.58 s = 27.14 tokens/s
--> 42.17 / 27.14 = 1.55x; mean acceptance length 1 + 346 accepted / 181 verify steps with drafts
-= 2.91 (metrics.summarize). Every figure comes from the run files.
+Its figures are the run's (scope "both prompts", figures.run_scope), named and computed by
+specviz.figures; the race says "this request" for its own and repeats these under the same names.
+Worked example (sample_runs/showcase, ngram-k3-edit-c1 against baseline-edit-c1, float32): 640 output
+tokens at 27.83 tokens/s against 640 at 14.43 -> 1.93x; 640 tokens over 290 target passes = 2.21
+tokens per target pass; 1 + 352 accepted / 183 passes that verified drafts = 2.92 mean acceptance
+length. Every figure comes from the run files.
 
 "the same text" only when every request is identical to its baseline's (divergence.compare_runs);
 otherwise the detail line says how the texts part (ties of rounding, or not) and the headline says
@@ -18,13 +20,15 @@ otherwise the detail line says how the texts part (ties of rounding, or not) and
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from html import escape
 
+from . import figures
 from .divergence import compare_runs
+from .figures import Figure
 from .metrics import summarize
 from .prompts import workload_name
-from .race import spec_label
+from .race import run_figures, spec_label
 from .runfile import Run
 
 
@@ -33,30 +37,35 @@ class Headline:
     text: str  # one sentence, the measured result
     detail: str  # what it rests on
     faster: bool
+    figures: tuple[Figure, ...] = field(default=())  # what the sentence states, by name and scope
 
 
 def headline(spec: Run, base: Run) -> Headline | None:
     """The speculative run's result against its baseline; None when either lacks a throughput figure."""
     s, b = summarize(spec), summarize(base)
-    if not (s.output_tokens_per_s and b.output_tokens_per_s):
+    shown = {f.name: f for f in run_figures(spec, base)}
+    if figures.SPEEDUP not in shown:
         return None
-    ratio = s.output_tokens_per_s / b.output_tokens_per_s
+    ratio = shown[figures.SPEEDUP]
     work = workload_name(spec.meta.prompt_set)
     comparison = compare_runs(base, spec)
     same = bool(comparison.requests) and comparison.identical == len(comparison.requests)
     what = "the same text" if same else "its text"
-    speed = f"{ratio:.2f}x faster than" if ratio >= 1 else f"{1 / ratio:.2f}x slower than"
-    per_pass = (f", {s.mean_acceptance_length:.2f} tokens per pass of the target (the target alone: 1)"
-                if s.mean_acceptance_length else "")
+    per_pass = shown.get(figures.TOKENS_PER_TARGET_PASS)
+    length = shown.get(figures.MEAN_ACCEPTANCE_LENGTH)
+    passes = ""
+    if per_pass is not None:
+        passes = f": {per_pass.text} ({length.text + '; ' if length else ''}the target alone: 1)"
     m = spec.meta
-    text = f"On {work}, {spec_label(spec)} produced {what} {speed} the target alone{per_pass}"
+    text = (f"On {work}, {spec_label(spec)} produced {what} {ratio.text} than the target alone over "
+            f"{ratio.scope}{passes}")
     detail = (f"{s.output_tokens_per_s:.1f} against {b.output_tokens_per_s:.1f} output tokens/s, "
               f"{len(spec.requests)} prompt{'s' if len(spec.requests) != 1 else ''} of '{m.prompt_set}' at "
               f"concurrency {m.concurrency}, up to {m.max_tokens} tokens each, on {m.platform} ({m.device_name}) "
               f"with vLLM {m.vllm_version}.")
     if not same:
         detail += f" Against the baseline's texts: {comparison.summary()}; each request shows where and why."
-    return Headline(text=text, detail=detail, faster=ratio >= 1)
+    return Headline(text=text, detail=detail, faster=ratio.value >= 1, figures=tuple(shown.values()))
 
 
 def baseline_headline(base: Run, raced_by: list[str]) -> Headline | None:

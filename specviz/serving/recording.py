@@ -20,6 +20,7 @@ import httpx
 from pydantic import ValidationError
 
 from .. import __version__
+from ..config import DEFAULT_LOGPROBS
 from ..runfile import LENIENT, RequestSpecDecodeMetrics, Run, RunMeta, SpecDecodeCounters, Step, first_error
 from .counters import counters_delta, scrape_members_counters
 from .engine_log import died_reason, engine_gone, failed_on_the_server
@@ -46,7 +47,6 @@ def warmup_prompts(n: int) -> list[str]:
     return [f"{WARMUP_PROMPT} (request {i + 1} of {n})" for i in range(n)]
 
 
-DEFAULT_LOGPROBS = 2  # the target's top candidates kept per output token: enough to explain a divergence
 
 
 def sampling_params(*, max_tokens: int, temperature: float = 0.0, seed: int = 0,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from html import escape
 
+from ..figures import SPEEDUP, THIS_REQUEST, TOKENS_PER_TARGET_PASS
 from ..prompts import workload_name
 from ..race import EPS_S, Lane, LaneState, Race, RaceState
 from .render import CSS, pieces_html
@@ -56,7 +57,7 @@ def lane_html(lane: Lane, state: LaneState, *, speculative: bool, marks: dict[in
             else f'<span class="sv-flag">{"running" if state.started else "waiting for the first token"}</span>')
     per_pass = state.tokens_per_pass
     stats = [(_fmt_s(state.elapsed_s), "elapsed"), (str(state.passes), "target passes"),
-             (str(state.tokens), "tokens"), ("–" if per_pass is None else f"{per_pass:.2f}", "tokens per pass")]
+             (str(state.tokens), "tokens"), ("–" if per_pass is None else f"{per_pass:.2f}", TOKENS_PER_TARGET_PASS)]
     cells = "".join(f'<div class="sv-stat"><b>{escape(v)}</b><span>{escape(k)}</span></div>' for v, k in stats)
     share = 100.0 * state.tokens / lane.num_tokens if lane.num_tokens else 0.0
     unit = "" if lane.source == "steps" else " (from the stream: no tracer)"
@@ -87,11 +88,17 @@ def result_html(race: Race, hidden: bool = False) -> str:
         detail += (f". The {c.headline()}" + ("" if c.verdict == "tie" else
                    ". The drafting path changed the target's output: this is not lossless") +
                    "; the speedup compares tokens per second")
+    mine = {f.name: f for f in race.request_figures}
+    if mine.get(TOKENS_PER_TARGET_PASS):
+        detail += f"; {THIS_REQUEST}: {mine[TOKENS_PER_TARGET_PASS].text}"
+    if race.run_figures:  # the headline's figures, under the same names, with their scope
+        scope = race.run_figures[0].scope
+        detail += f". Over {scope} of the run: " + ", ".join(f.text for f in race.run_figures)
     if x >= 1:
-        head = f"{escape(s.label)} finished {x:.2f}x faster{escape(on)}"
+        head = f"{escape(s.label)} finished {THIS_REQUEST} {mine[SPEEDUP].text}{escape(on)}"
         cls = "sv-result"
     else:
-        head = f"The baseline won: {escape(s.label)} was {1 / x:.2f}x slower{escape(on)}"
+        head = f"The baseline won {THIS_REQUEST}: {escape(s.label)} was {mine[SPEEDUP].text}{escape(on)}"
         cls = "sv-result sv-result-slower"
     return f'<div class="{cls}{later}">{head}<small>{escape(detail)}</small></div>'
 

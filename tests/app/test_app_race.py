@@ -114,7 +114,7 @@ def test_the_race_is_one_click_away_and_ends_on_the_speedup(app, entries):
     app.run()
     html = html_of(app)
     assert 'class="sv-result"' in html
-    assert f"finished {the_race.speedup:.2f}x faster" in html
+    assert f"finished this request {the_race.speedup:.2f}x faster" in html
     assert app.button(key="rec_race_play").label == "Race again"
 
     app.button(key="pg_race_close").click().run()

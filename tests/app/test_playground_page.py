@@ -14,7 +14,7 @@ def test_recorded_run_opens_with_its_controls(app):
     assert list_run_files(), "sample_runs/ must hold at least one recorded run"
     for key in ("run_file", "request_id"):
         assert app.selectbox(key=key) is not None
-    assert [m.label for m in app.metric][:2] == ["engine steps",
+    assert [m.label for m in app.metric][:3] == ["engine steps", "tokens per target pass",
                                                  "mean acceptance length"]
 
 

@@ -44,7 +44,7 @@ def test_viewer_mode_playground_offers_recorded_runs_only(monkeypatch):
     assert VIEWER_CAPTION in _captions(at)
     # the recorded run still renders, and another sample run can be chosen
     assert at.selectbox(key="run_file") is not None and at.selectbox(key="request_id") is not None
-    assert [m.label for m in at.metric][:2] == ["engine steps", "mean acceptance length"]
+    assert [m.label for m in at.metric][:3] == ["engine steps", "tokens per target pass", "mean acceptance length"]
     assert 'class="sv-chip sv-accepted"' in "\n".join(m.value for m in at.markdown)
     other = at.selectbox(key="run_file").options[-1]
     at.selectbox(key="run_file").set_value(other).run()

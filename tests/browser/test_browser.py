@@ -264,7 +264,7 @@ def test_newcomer_sees_speculation_on_the_first_screen_and_races_it(page):
     the_race = race.race_for(pair, req, race.spec_label(run))
     result = page.locator(".sv-result")
     sync_api.expect(result).to_be_visible(timeout=TIMEOUT_MS)  # the replay takes a few seconds
-    sync_api.expect(result).to_contain_text(f"finished {the_race.speedup:.2f}x faster")
+    sync_api.expect(result).to_contain_text(f"finished this request {the_race.speedup:.2f}x faster")
     sync_api.expect(page.locator(".sv-lane-spec .sv-flag-done")).to_contain_text(
         f"finished in {race_html._fmt_s(the_race.speculative.finish_s)}")
     sync_api.expect(page.locator(".sv-lane-spec .sv-stat b").nth(1)).to_have_text(

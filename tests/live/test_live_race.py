@@ -33,4 +33,4 @@ def test_race_generates_both_and_replays_them_side_by_side(tiny_target):
     at.session_state["pg_live_race_view_t"] = 1e6  # jump to the finish line
     at.run()
     html = "\n".join(m.value for m in at.markdown)
-    assert re.search(r"finished [\d.]+x faster|The baseline won", html)
+    assert re.search(r"finished this request [\d.]+x faster|The baseline won this request", html)

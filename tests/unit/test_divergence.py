@@ -70,10 +70,57 @@ def test_a_clear_choice_that_flipped_is_not_a_tie():
     assert not compare_runs(base, run).all_explained
 
 
-def test_a_token_outside_the_other_runs_top_two_is_not_a_tie():
+def test_a_clear_margin_further_down_the_top_n_is_still_not_a_tie():
+    # both runs scored both tokens; the baseline preferred cart by 3.5, the run wrote items: evidence to accuse
     base, run = pair(cands((CART, -0.5), (99, -0.6), (ITEMS, -4.0)), cands((ITEMS, -0.5), (CART, -0.6)))
     r = compare_runs(base, run).requests[0]
-    assert r.verdict == "not_a_tie" and "two best candidates" in r.reason
+    assert r.verdict == "not_a_tie" and "margin of 3.500" in r.detail
+
+
+def test_a_token_outside_the_other_runs_top_n_is_not_explained_not_an_error():
+    base, run = pair(cands((CART, -0.5), (99, -0.6)), cands((ITEMS, -0.5), (CART, -0.6)))
+    c = compare_runs(base, run)
+    r = c.requests[0]
+    assert r.verdict == "unexplained" and r.reason == "not explained: token outside the recorded top 2"
+    assert "the baseline's top 2 there does not hold" in r.detail
+    assert c.exit_code == 3 and "1 part where the recorded logprobs cannot say why (not explained)" in c.summary()
+
+
+# The issue's two divergences (bfloat16, 28 held-out prompts, concurrency 4, ngram k=3), as recorded with top 2,
+# then as top 5 would have shown them.
+def issue_pair(base_top, run_top, base_token, run_token):
+    quiet = [cands((1, -0.1), (2, -2.5))] * 3
+    base = make_run([request([1, 3, 5, base_token], quiet + [cands(*base_top)])], k=None, dtype="bfloat16")
+    run = make_run([request([1, 3, 5, run_token], quiet + [cands(*run_top)])], k=3, dtype="bfloat16")
+    return base, run
+
+
+def test_the_three_way_tie_of_the_issue_is_not_explained_with_top_2_and_a_tie_with_top_5():
+    # baseline wrote 827: {827, 10348} at -1.6245 each; the run wrote 253: {253, 827} at -1.6472 each
+    top2 = issue_pair([(827, -1.6245), (10348, -1.6245)], [(253, -1.6472), (827, -1.6472)], 827, 253)
+    c = compare_runs(*top2)
+    assert c.requests[0].verdict == "unexplained", c.requests[0].full()  # the old rule said "NOT a tie"
+    assert "outside the recorded top 2" in c.requests[0].reason and c.exit_code == 3
+    top5 = issue_pair([(827, -1.6245), (10348, -1.6245), (253, -1.6245), (7, -2.1245), (8, -2.5)],
+                      [(253, -1.6472), (827, -1.6472), (10348, -1.6472), (7, -2.1472), (8, -2.6)], 827, 253)
+    r = compare_runs(*top5).requests[0]
+    assert r.verdict == "tie" and "scored the same" in r.reason and "(3 candidates tied)" in r.reason, r.full()
+    assert compare_runs(*top5).exit_code == 0
+
+
+def test_the_one_bfloat16_step_case_of_the_issue():
+    # baseline: 6512 and 12273 at -1.8963 each (it wrote 6512); the run: 26339 -1.8011, 12273 -1.9261 (it wrote 26339)
+    top2 = issue_pair([(6512, -1.8963), (12273, -1.8963)], [(26339, -1.8011), (12273, -1.9261)], 6512, 26339)
+    assert compare_runs(*top2).requests[0].verdict == "unexplained"  # neither run's top 2 holds the other's token
+    # with top 5: 26339 tied with the baseline's best two, and 6512 one bfloat16 step (0.125) under the run's best
+    top5 = issue_pair([(6512, -1.8963), (12273, -1.8963), (26339, -1.8963), (9, -2.0213), (8, -2.3963)],
+                      [(26339, -1.8011), (6512, -1.9261), (12273, -1.9261), (9, -2.0511), (8, -2.4261)], 6512, 26339)
+    r = compare_runs(*top5).requests[0]
+    assert r.verdict == "tie", r.full()
+    assert "the baseline preferred '6512' by 0.000, the run '26339' by 0.125" in r.detail.replace("token ", "")
+    assert "round 0.125 apart" in r.detail
+    float32 = [x.model_copy(update={"meta": x.meta.model_copy(update={"dtype": "float32"})}) for x in top5]
+    assert compare_runs(*float32).requests[0].verdict == "not_a_tie"  # in float32 0.125 is a clear margin
 
 
 def test_no_logprobs_is_unexplained_not_a_guess():
@@ -81,7 +128,7 @@ def test_no_logprobs_is_unexplained_not_a_guess():
     base = base.model_copy(update={"requests": [base.requests[0].model_copy(update={"top_logprobs": None})]})
     r = compare_runs(base, run).requests[0]
     assert r.verdict == "unexplained" and "recorded no logprobs" in r.reason
-    assert not compare_runs(base, run).all_explained
+    assert not compare_runs(base, run).all_explained and compare_runs(base, run).exit_code == 3
 
 
 def test_sampled_runs_are_not_compared_token_by_token():
@@ -126,6 +173,9 @@ def test_compare_command_exits_1_only_when_a_divergence_is_not_explained(tmp_pat
     other = run.model_copy(update={"requests": [run.requests[0].model_copy(update={"prompt": "elsewhere"})]})
     assert cli(base, other) == 2
     assert "share no prompt" in capsys.readouterr().err
+    # a token outside the other run's recorded top N: not explained, exit 3 (neither lossless nor an error)
+    assert cli(*pair(cands((CART, -0.5), (99, -0.6)), cands((ITEMS, -0.5), (CART, -0.6)))) == 3
+    assert "not explained: token outside the recorded top 2" in capsys.readouterr().out
 
 
 def test_rounding_step_is_read_from_the_margins_and_capped_by_the_dtype():
@@ -148,7 +198,7 @@ def test_a_two_step_flip_in_bfloat16_is_a_tie_even_where_the_prefix_did_not_move
     run = make_run([request([1, 3, 5, ITEMS], quiet + [cands((ITEMS, -0.5), (CART, -0.625))])], k=3,
                    dtype="bfloat16")
     r = compare_runs(base, run).requests[0]
-    assert r.verdict == "tie" and "can move them by up to 0.250 here" in r.detail
+    assert r.verdict == "tie" and "can round 0.125 apart here" in r.detail
     float32 = [x.model_copy(update={"meta": x.meta.model_copy(update={"dtype": "float32"})}) for x in (base, run)]
     assert compare_runs(*float32).requests[0].verdict == "not_a_tie"
 

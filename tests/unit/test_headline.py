@@ -22,6 +22,6 @@ def test_the_headline_names_the_workload_the_speedup_and_whether_the_text_is_the
     parted = make_run([_req("s", [1, 2, 9, 4], 4.0)], k=3, prompt_set="odd-set")
     h = headline.headline(parted, base)
     assert h.text.startswith("On prompt set 'odd-set', ngram k=3 produced its text 2.00x slower than")
-    assert "0 of 1 requests identical" in h.detail and "without logprobs" in h.detail and not h.faster
+    assert "0 of 1 requests identical" in h.detail and "not explained" in h.detail and not h.faster
     other = _req("s", [1, 2, 3, 4], 1.0).model_copy(update={"prompt": "another prompt"})
     assert "produced its text" in headline.headline(make_run([other], k=3), base).text  # nothing to compare

@@ -194,7 +194,7 @@ def test_the_track_escapes_token_text():
     html = race_html.race_html(the_race, the_race.at(2.0), 1.0)
     assert "<script>" not in html and "&lt;script&gt;x()&lt;/script&gt;" in html
     assert "<b>ngram</b>" not in html and "&lt;b&gt;ngram&lt;/b&gt;" in html
-    assert 'class="sv-result"' in html and "finished 1.67x faster" in html
+    assert 'class="sv-result"' in html and "finished this request 1.67x faster" in html
 
 
 def test_the_track_holds_the_whole_output_for_the_browser_to_replay():
