@@ -103,8 +103,13 @@ if result.rows:
         "prediction and its measured median; speedup: the confirmed k's median over the baseline's"
         + ("; k=0, idle: the drafter loaded at k=0 (median)." if any(r.idle for r in result.rows) else ".")
         + " Each column is one measurement set, named in its header.")
-    st.dataframe(recommendation_table(result), key="tune_recommend", hide_index=True, column_config={
-        "speedup": st.column_config.NumberColumn(format="%.2fx"),
+    recommended = recommendation_table(result)
+    # widths that fit 1280 px; a header cut short shows whole, with where it was measured, on hover
+    widths = {"concurrency": 90, "speedup": 70}
+    st.dataframe(recommended, key="tune_recommend", hide_index=True, column_config={
+        column: st.column_config.NumberColumn(format="%.2fx", width=70) if column == "speedup" else
+        st.column_config.Column(width=widths.get(column, 135 if column.startswith("k=0") else 165), help=column)
+        for column in (recommended[0] if recommended else {})
     })
     if where := schedule_column_source(result, confirmation or sweep):
         st.caption(where)

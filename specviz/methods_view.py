@@ -50,9 +50,9 @@ def family_overview(entries: list[MethodInfo]) -> list[dict[str, Any]]:
 
 # Pixel widths that fit the seven columns in the main area at 1440 px (about 980 px): sized by their content,
 # "model" and "known to run" ran off the right edge. A cut cell shows its whole text on hover.
-METHOD_COLUMNS = {"method": {"width": 110}, "in this vLLM": {"width": 60}, "family": {"width": 110},
-                  "drafter receives": {"width": 150}, "drafts by": {"width": 170}, "model": {"width": 160},
-                  "known to run": {"width": 200}}
+METHOD_COLUMNS = {"method": {"width": 100}, "in this vLLM": {"width": 90}, "family": {"width": 110},
+                  "drafter receives": {"width": 150}, "drafts by": {"width": 150}, "model": {"width": 160},
+                  "known to run": {"width": 210}}
 
 
 def method_rows(entries: list[MethodInfo], *, aliases: bool = False) -> list[dict[str, Any]]:

@@ -127,7 +127,7 @@ TITLE_WIDTH = 64  # characters of the bold title on one line: a half-width chart
 
 SUBTITLE_LINES = 2  # provenance lines under a chart's title; more pushed the plot 130 px down (issue 42)
 SUBTITLE_PX = 14  # plotly draws <sup> at 70% of the 20 px title
-SUBTITLE_MIN_PX = 10
+SUBTITLE_MIN_PX = 9  # a half-width formula chart at 1440 px holds its two lines of provenance at 9 px
 
 
 def _wrap_parts(caption: str, width: int) -> list[str]:

@@ -186,9 +186,9 @@ def tuning_throughput(pred: Prediction, caption: str, k: int | None = None) -> g
             fig.add_trace(go.Scatter(
                 x=[rec.num_speculative_tokens], y=[rec.output_tokens_per_s], mode="markers",
                 marker=dict(symbol="star", size=16, color=color, line=dict(color="black", width=1)),
-                name="recommended k (highest predicted)", showlegend=i == 0,
+                name="predicted best k (what to serve is the export above)", showlegend=i == 0,
                 meta=dict(role="recommended", concurrency=c),
-                hovertemplate=f"recommended at concurrency {c}: k=%{{x}}, %{{y:.1f}} output tokens/s<extra></extra>",
+                hovertemplate=f"predicted best at concurrency {c}: k=%{{x}}, %{{y:.1f}} output tokens/s<extra></extra>",
             ))
     ks = sorted({r.num_speculative_tokens for r in pred.rows} | {m.num_speculative_tokens for m in pred.measured})
     if k is not None:
