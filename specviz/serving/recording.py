@@ -167,7 +167,8 @@ def record(
 
     # The tracer's writer thread writes a step soon after its tokens left the engine: wait for it (a dead server
     # wrote all it ever will).
-    records = read_until_traced(readers, results, wait=server.alive() and not gone.is_set())
+    every_member_traced = bool(readers) and len(readers) == len(members)  # else some requests have no trace
+    records = read_until_traced(readers, results, wait=every_member_traced and server.alive() and not gone.is_set())
     dropped = sum(reader.num_dropped_steps for reader in readers) - dropped_before
     reason = engine_error = None
     errors = [r.error for r in results if r.error]

@@ -234,3 +234,19 @@ def test_the_reader_reads_todays_and_earlier_lines_and_counts_the_dropped_steps(
     steps = steps_by_request(records, ["run-0"], decode=str)["run-0"]
     assert [s.committed_token_ids for s in steps] == [[5], [5, 9], [1, 2]]
     assert steps[2].sampled_token_ids == [1, 2, 3] and steps[2].num_accepted == 2
+
+
+def test_the_recorder_waits_for_the_writers_last_steps_and_not_for_dropped_ones(tmp_path):
+    from specviz.serving.recording import read_until_traced
+
+    path = tmp_path / "trace.jsonl"
+    line = lambda step, n: json.dumps({"step": step, "t": 0.0, "reqs": [["cmpl-run-0-0-aa", [], [7] * n, n]]})  # noqa: E731
+    path.write_text(line(1, 1) + "\n")
+    reader = TraceReader(path)
+    late = threading.Timer(0.3, lambda: path.open("a").write(line(2, 1) + "\n"))  # the writer, a moment behind
+    late.start()
+    assert [r["step"] for r in read_until_traced([reader], [stream_result("run-0", [7, 7])])] == [1, 2]
+    path.open("a").write(json.dumps({"dropped_steps": 1, "first_step": 3, "last_step": 3}) + "\n")
+    start = time.monotonic()
+    assert read_until_traced([reader], [stream_result("run-0", [7, 7, 7, 7])]) == []  # step 3 never comes
+    assert time.monotonic() - start < 5 and reader.num_dropped_steps == 1
