@@ -5,7 +5,7 @@ import streamlit as st
 from specviz import ui, ui_race, ui_textbook, ui_untraced
 from specviz.catalog import LOOKUP_MAX, LOOKUP_MIN
 from specviz.config import NO_DRAFTING, ConfigError, SpecConfig
-from specviz.demo_model import demo_model_dir
+from specviz.demo_model import DemoModelError, demo_mimo_model_dir, demo_model_dir, ensure_demo_mimo_model
 from specviz.metrics import summarize
 from specviz.playground import (
     DEFAULT_DTYPE,
@@ -16,6 +16,7 @@ from specviz.playground import (
     sample_runs,
     shown_run_name,
     spec_from_choices,
+    target_for_method,
     verify_table,
     views_table,
     with_run,
@@ -47,7 +48,18 @@ def spec_from_controls() -> SpecConfig | None:
     return spec_from_choices(s.pg_method, s.pg_k, s.pg_lookup_min, s.pg_lookup_max, s.pg_draft_model)
 
 
+def on_method_change() -> None:
+    """Native MTP on the demo model: switch the target to its MiMo form (the same weights plus an MTP layer)."""
+    st.session_state.pg_model = target_for_method(st.session_state.pg_method, st.session_state.pg_model)
+
+
 def start_generation() -> None:
+    if st.session_state.pg_model == str(demo_mimo_model_dir()):
+        try:
+            ensure_demo_mimo_model(progress=lambda message: None)  # seconds, from the Llama folder
+        except DemoModelError as e:
+            st.error(str(e))
+            return
     try:
         config = EngineConfig(model=st.session_state.pg_model, spec=spec_from_controls(),
                               dtype=engine_dtype(st.session_state.pg_dtype))
@@ -100,9 +112,12 @@ def local_engine_controls():
     with st.sidebar:
         st.text_input("Target model folder", key="pg_model",
                       help="a Hugging Face model folder on this machine, served by vLLM as the target")
-        st.selectbox("Drafting method", PLAYGROUND_METHODS, key="pg_method",
+        st.selectbox("Drafting method", PLAYGROUND_METHODS, key="pg_method", on_change=on_method_change,
                      format_func=lambda m: NO_DRAFTING if m == "none" else m,
                      help="how drafts are proposed (the Methods page describes each); no drafting is the baseline")
+        if st.session_state.pg_method == "mtp":
+            st.caption("Native MTP drafts with MTP layers inside the target. The demo model's MiMo form has one, "
+                       "UNTRAINED (random): output stays the target's, drafts are mostly rejected.")
         if st.session_state.pg_method != "none":
             st.slider("num_speculative_tokens (k)", 1, 8, key="pg_k",
                       help="drafts proposed per step; the target verifies them all in one pass")

@@ -161,6 +161,11 @@ def check_build(dest: Path, form: str = "llama") -> str | None:
         return "built by another version of specviz"
     if marker.get("form", "llama") != form:
         return f"it holds the demo model's {marker.get('form', 'llama')} form, not its {form} form"
+    if form == "mimo":
+        from .mimo import TOKENIZER_SUBDIR
+
+        if not (dest / TOKENIZER_SUBDIR / "tokenizer.json").is_file():
+            return f"it has no {TOKENIZER_SUBDIR}/ (written since: Qwen2's tokenizer splits SmolLM2's text otherwise)"
     files = marker.get("files") or {}
     if "model.safetensors" not in files:
         return f"{MARKER} lists no model.safetensors"
@@ -294,7 +299,7 @@ def ensure_demo_mimo_model(dest: Path | None = None, progress=print) -> Path:
 def _write_mimo_form(llama_dir: Path, out: Path) -> None:
     from safetensors.torch import load_file, save_file
 
-    from .mimo import mimo_config, mimo_tensors, random_mtp_layer
+    from .mimo import mimo_config, mimo_tensors, random_mtp_layer, write_tokenizer_override
 
     llama_config = json.loads((llama_dir / "config.json").read_text())
     tensors = load_file(str(llama_dir / "model.safetensors"))
@@ -310,6 +315,7 @@ def _write_mimo_form(llama_dir: Path, out: Path) -> None:
     for name in MIMO_COPIED:
         if (llama_dir / name).is_file():
             shutil.copyfile(llama_dir / name, out / name)
+    write_tokenizer_override(llama_dir, out)
 
 
 def _sanity_check(model, tokenizer) -> None:

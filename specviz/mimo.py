@@ -150,3 +150,40 @@ def _layer(hidden: int, linears: dict, q_size: int, kv_size: int) -> dict:
     biases = {"self_attn.q_proj.bias": torch.zeros(q_size), "self_attn.k_proj.bias": torch.zeros(kv_size),
               "self_attn.v_proj.bias": torch.zeros(kv_size)}
     return {MTP_PREFIX + name: t for name, t in (ones | linears | biases).items()}
+
+
+# ---- the tokenizer -----------------------------------------------------------------------------
+
+# transformers 5 gives every model_type "qwen2" folder its Qwen2Tokenizer, which replaces the
+# tokenizer.json's pre-tokenizer with Qwen2's regex: SmolLM2's text would then be split differently
+# ("    return" became 3 tokens instead of 2 on the showcase's code prompts) and the MiMo form would
+# see other token ids than the Llama form. So a MiMo form keeps its tokenizer in a subfolder whose
+# config.json says llama, and specviz serves it with `--tokenizer <that folder>`.
+TOKENIZER_SUBDIR = "specviz-tokenizer"
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json",
+                   "vocab.json", "merges.txt")
+
+
+def write_tokenizer_override(tokenizer_from, model_dir) -> None:
+    """Copy the tokenizer files of `tokenizer_from` into `model_dir`/specviz-tokenizer with a llama config.json."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    out = Path(model_dir) / TOKENIZER_SUBDIR
+    out.mkdir(parents=True, exist_ok=True)
+    for name in TOKENIZER_FILES:
+        if (Path(tokenizer_from) / name).is_file():
+            shutil.copyfile(Path(tokenizer_from) / name, out / name)
+    (out / "config.json").write_text(json.dumps({"model_type": "llama"}) + "\n")
+    out.chmod(0o755)
+    for p in out.iterdir():
+        p.chmod(0o644)
+
+
+def tokenizer_for(model) -> str:
+    """The tokenizer folder to serve `model` with: its specviz-tokenizer subfolder if it has one, else itself."""
+    from pathlib import Path
+
+    override = Path(model) / TOKENIZER_SUBDIR
+    return str(override) if (override / "tokenizer.json").is_file() else str(model)

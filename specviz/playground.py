@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # types only: the page imports these modules itself
     from .serving.attached import View
     from .verify import DraftVerification
 
-PLAYGROUND_METHODS = ["none", "ngram", "draft_model", "eagle", "eagle3", "suffix"]
+PLAYGROUND_METHODS = ["none", "ngram", "draft_model", "eagle", "eagle3", "mtp", "suffix"]
 DEFAULT_DTYPE = "specviz's default"  # demo_model.default_dtype: float32 for the demo model, else vLLM's auto
 DTYPES = [DEFAULT_DTYPE, "float32", "bfloat16", "auto"]
 
@@ -40,6 +40,19 @@ def spec_from_choices(method: str, k: int, lookup_min: int, lookup_max: int, dra
     spec = SpecConfig.from_dict(d)
     spec.check_local_engine()
     return spec
+
+
+def target_for_method(method: str, model: str) -> str:
+    """The target folder to serve `method` with: native MTP needs MTP layers, so the demo model becomes its MiMo form.
+
+        target_for_method("mtp", "<...>/SmolLM2-135M-Instruct")  -> "<...>/SmolLM2-135M-Instruct-MiMo"
+        target_for_method("ngram", "<...>/SmolLM2-135M-Instruct") -> unchanged; any other target: unchanged
+    """
+    from .demo_model import demo_mimo_model_dir, demo_model_dir
+
+    if method == "mtp" and model and Path(model).expanduser().resolve() == demo_model_dir().resolve():
+        return str(demo_mimo_model_dir())
+    return model
 
 
 def engine_dtype(choice: str) -> str | None:

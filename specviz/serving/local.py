@@ -98,6 +98,10 @@ class LocalServer:
     def command(self) -> list[str]:
         options = ["--host", "127.0.0.1", "--dtype", self.dtype or default_dtype(self.model), "--max-model-len", str(self.max_model_len),
                    "--seed", str(self.seed)]
+        from ..mimo import tokenizer_for
+
+        if (tokenizer := tokenizer_for(self.model)) != str(self.model):  # a MiMo form: see specviz.mimo
+            options += ["--tokenizer", tokenizer]
         if local_device()[0] == "cpu":  # no graphs to capture on CPU; eager starts faster
             options.append("--enforce-eager")
         return serve_command(self.model, self.spec, trace=self.trace, port=self.port, python_module=True,

@@ -66,7 +66,9 @@ def sampling_params(*, max_tokens: int, temperature: float = 0.0, seed: int = 0,
 def load_tokenizer(model: str):
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(model)
+    from ..mimo import tokenizer_for
+
+    return AutoTokenizer.from_pretrained(tokenizer_for(model))  # a MiMo form's own tokenizer folder
 
 
 def apply_chat_template(tokenizer, prompt: str) -> str:

@@ -27,7 +27,7 @@ import json
 import shutil
 from pathlib import Path
 
-from ..mimo import mimo_config, mimo_tensors, token_passing_mtp_layer
+from ..mimo import mimo_config, mimo_tensors, token_passing_mtp_layer, write_tokenizer_override
 from .tiny_models import TOKENIZER_FILES, _random_llama, _vocab_size
 
 GEMMA4_HIDDEN = 64
@@ -54,6 +54,7 @@ def build_tiny_mimo(dest: Path, *, tokenizer_from: Path, num_hidden_layers: int 
               metadata={"format": "pt"})
     (dest / "model.safetensors").chmod(0o644)
     (dest / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    write_tokenizer_override(tokenizer_from, dest)  # a qwen2 folder would get Qwen2's tokenizer (specviz.mimo)
     return dest
 
 
