@@ -33,8 +33,9 @@ STUBBORN = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);
             "time.sleep(120)")
 
 
-def _stubborn_group() -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", STUBBORN, "vllm.entrypoints.openai.api_server"],
+def _stubborn_group(ignore_sigterm: bool = True) -> subprocess.Popen:
+    code = STUBBORN if ignore_sigterm else STUBBORN.replace("signal.SIG_IGN", "signal.SIG_DFL")
+    proc = subprocess.Popen([sys.executable, "-c", code, "vllm.entrypoints.openai.api_server"],
                             stdout=subprocess.PIPE, start_new_session=True)
     assert proc.stdout.readline() == b"up\n"  # its SIGTERM handler is in place
     return proc
@@ -233,7 +234,7 @@ def test_a_stopped_watchdog_leaves_the_group_alone():
 
 
 def test_a_resume_stops_the_engine_group_a_dead_holders_lock_names(tmp_path):
-    group = _stubborn_group()
+    group = _stubborn_group(ignore_sigterm=False)  # one that ignores it takes the 10 s grace, then SIGKILL
     try:
         (tmp_path / LOCK_FILE).write_text(f"specviz pid 999999 on here, since then\n{SERVER_GROUP} {group.pid}\n")
         said = []
