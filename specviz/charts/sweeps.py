@@ -146,12 +146,14 @@ def _wrap_parts(caption: str, width: int) -> list[str]:
 def _title(title: str, caption: str, width: int = 100) -> dict:
     """Title with the caption below it in at most SUBTITLE_LINES lines, broken at a ' · ' into lines of about
     `width` characters; a caption that needs more gets longer lines in smaller type (down to SUBTITLE_MIN_PX),
-    so every part of the provenance stays on the figure. A title longer than TITLE_WIDTH breaks between words
+    and one that needs more even then gets a third line rather than lines wider than the chart (a half-width
+    formula chart at 1280 px cut its 9 px lines at the right), so every part of the provenance stays on it.
+    A title longer than TITLE_WIDTH breaks between words
     ('Acceptance per draft position: ngram lookup 2-4 k by batch 1:5 2-16:4 at concurrency 1' ran off a
     1280 px page)."""
     title = "<br>".join(textwrap.wrap(title, TITLE_WIDTH, break_long_words=False, break_on_hyphens=False)) or title
-    fit = width
-    while len(_wrap_parts(caption, fit)) > SUBTITLE_LINES:
+    fit, widest = width, width * SUBTITLE_PX // SUBTITLE_MIN_PX  # lines longer than `widest` at the smallest type
+    while len(_wrap_parts(caption, fit)) > SUBTITLE_LINES and fit + 5 <= widest:  # would run off the chart
         fit += 5
     lines = _wrap_parts(caption, fit)
     px = max(SUBTITLE_MIN_PX, round(SUBTITLE_PX * width / fit)) if fit > width else None

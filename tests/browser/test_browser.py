@@ -31,6 +31,7 @@ from run_builders import make_run  # noqa: E402
 
 from specviz import headline, race  # noqa: E402
 from specviz.files import REPO_DIR as ROOT  # noqa: E402
+from specviz.playground import shown_run_name  # noqa: E402
 from specviz.roles import output_roles, step_roles  # noqa: E402
 from specviz.runfile import SAMPLE_RUNS_DIR, Request, Step, list_run_files, load_run, save_run  # noqa: E402
 from specviz.showcase import example_step, opening_request, opening_run  # noqa: E402
@@ -159,10 +160,11 @@ def _speculative_sample() -> tuple[Path, dict[str, int]]:
 
 
 def _select_run_file(page, name: str) -> None:
+    shown = shown_run_name(name)  # as the selector labels it (the folder and the end kept)
     box = page.locator(".st-key-run_file").get_by_role("combobox")
     box.click()
-    box.type(name)  # the list is virtualised: filter it so the option is rendered
-    page.get_by_role("option", name=name, exact=True).click()
+    box.type(shown)  # the list is virtualised: filter it so the option is rendered
+    page.get_by_role("option", name=shown, exact=True).click()
 
 
 def _screenshot(page, path: Path) -> None:
@@ -181,7 +183,7 @@ def test_speculative_sample_shows_its_chips(page):
     name = str(path.relative_to(SAMPLE_RUNS_DIR))  # as the selectbox lists it ("showcase/...")
     _select_run_file(page, name)
     _wait_idle(page)
-    sync_api.expect(page.locator(".st-key-run_file").get_by_role("combobox")).to_have_value(name)
+    sync_api.expect(page.locator(".st-key-run_file").get_by_role("combobox")).to_have_value(shown_run_name(name))
     for role, n in want.items():
         sync_api.expect(page.locator(f"span.sv-{role}")).to_have_count(n)
         sync_api.expect(page.locator(f"span.sv-{role}").first).to_be_visible()
@@ -240,7 +242,7 @@ def test_newcomer_sees_speculation_on_the_first_screen_and_races_it(page):
     req = run.requests[opening_request(run)]
     _wait_idle(page)
     # the app opened on the best speculative sample run, on the request that shows drafting best
-    sync_api.expect(page.locator(".st-key-run_file").get_by_role("combobox")).to_have_value(name)
+    sync_api.expect(page.locator(".st-key-run_file").get_by_role("combobox")).to_have_value(shown_run_name(name))
     assert run.meta.speculative_config is not None
     # accepted and rejected chips of a real step, not only the legend's samples, without scrolling
     for role in ("accepted", "rejected", "correction"):

@@ -45,10 +45,19 @@ def test_the_confidence_sentence_names_the_k_within_each_others_spread():
 
 
 def test_a_chart_subtitle_is_at_most_two_lines_and_keeps_every_part():
-    caption = " · ".join(f"part {i} of the provenance" for i in range(12))
+    caption = " · ".join(f"part {i} of the provenance" for i in range(4))
     title = sweep_charts._title("A chart", caption, width=45)["text"]
     assert title.count("<sup>") == 2
-    for i in range(12):
+    for i in range(4):
         assert f"part {i} of the provenance" in title
     assert 'font-size:' in title  # longer lines in smaller type
+
+    # more than two lines hold even at the smallest type: more lines, never one wider than the chart
+    widest = 45 * sweep_charts.SUBTITLE_PX // sweep_charts.SUBTITLE_MIN_PX
+    caption = " · ".join(f"part {i} of the provenance" for i in range(12))
+    title = sweep_charts._title("A chart", caption, width=45)["text"]
+    assert title.count("<sup>") > 2
+    assert all(f"part {i} of the provenance" in title for i in range(12))
+    lines = [ln.split(">", 1)[1].split("<", 1)[0] for ln in title.split("<sup>")[1:]]
+    assert max(len(ln) for ln in lines) <= widest, lines
     assert 'font-size:' not in sweep_charts._title("A chart", "short · caption", width=45)["text"]
