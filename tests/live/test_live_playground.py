@@ -30,7 +30,7 @@ def test_generate_live_then_compare_with_baseline(tiny_target):
     assert labels["matches vLLM's counters"] == "yes"  # scraped before the request and once it ended
     assert 'class="sv-chip sv-accepted"' in html
     assert int(labels["target passes saved vs baseline"]) == 40 - int(labels["engine steps"])
-    assert "speed vs baseline" in labels
+    assert "speedup vs baseline (this request)" in labels
     assert at.get("download_button")  # the run can be saved
 
     # Try your own draft, verified by the engine that is running now (the ngram one).
