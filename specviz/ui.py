@@ -69,7 +69,12 @@ COUNTERS_HELP = (
 
 def metrics_row(s: Summary, container=st) -> None:
     """The run's figures, named as specviz.figures names them (scope: the whole run, every request)."""
-    cols = container.columns([0.8, 1.3, 1.35, 1.15, 1.05, 1.4])  # the longer labels get room at 1280 px
+    # Streamlit cuts a metric's label to one line with an ellipsis; six side by side do not fit at 1280 px, so
+    # the labels wrap instead and the values line up at the bottom (two rows of three push the output off the
+    # first screen).
+    container.html("<style>[data-testid=stMetricLabel] * {white-space: normal !important; "
+                   "overflow: visible !important; text-overflow: clip !important}</style>")
+    cols = container.columns(6, vertical_alignment="bottom")
     cols[0].metric("engine steps", s.num_steps or "–",
                    help=None if s.num_steps else "counted by the specviz tracer; unknown without it")
     cols[1].metric(figures.TOKENS_PER_TARGET_PASS, _fmt(s.tokens_per_target_pass, "{:.2f}"),
