@@ -1,5 +1,7 @@
-"""vLLM's own `bench sweep serve` on this machine (the baseline, ngram and a draft model, two concurrencies), imported
-as a sweep that opens on Throughput and Tuning (AppTest) and that the tuner predicts from."""
+"""vLLM's own `bench sweep serve` on this machine (the baseline and a draft model, two concurrencies), imported as a
+sweep that opens on Throughput and Tuning (AppTest) and that the tuner predicts from. One drafter: each serve
+param is an engine start (about a minute of the suite on two cores), and the import reads every method's serve
+command alike (the unit tests cover ngram's)."""
 
 from __future__ import annotations
 
@@ -20,24 +22,21 @@ def test_vllms_bench_sweep_serve_folder_imports_and_opens_on_throughput_and_tuni
     from specviz.testing.tiny_models import build_tiny_pair
 
     target, draft = build_tiny_pair(tmp_path / "models", tokenizer_from=ensure_demo_model())
-    ngram = {"method": "ngram", "prompt_lookup_min": 1, "prompt_lookup_max": 3, "num_speculative_tokens": 2}
     drafted = {"method": "draft_model", "model": str(draft), "num_speculative_tokens": 2}
     folder = run_vllm_sweep(str(target), tmp_path / "results", "live", num_prompts=4, input_len=16, output_len=24,
-                            serve_params=[{}, {"speculative_config": ngram}, {"speculative_config": drafted}],
+                            serve_params=[{}, {"speculative_config": drafted}],
                             bench_params=[{"max_concurrency": 1}, {"max_concurrency": 2}])
-    assert (folder / "summary.csv").is_file() and len(list(folder.glob("*/run=0.json"))) == 6
+    assert (folder / "summary.csv").is_file() and len(list(folder.glob("*/run=0.json"))) == 4
 
     out = tmp_path / "sweeps" / "live-vllm"
     sweep, report = import_into([folder], out, confirm_prompts="builtin:repetitive")
     save_sweep(sweep, out / "sweep.json")
-    assert report.skipped == [] and len(sweep.cells) == 6 and sweep.complete
+    assert report.skipped == [] and len(sweep.cells) == 4 and sweep.complete
     for cell in sweep.cells:
         assert cell.vllm_version == "0.32.0" and cell.platform == "cpu"
         if cell.spec is not None:  # acceptance per position from vLLM's counters, as bench serve read them
             assert len(cell.acceptance_rate_per_pos) == 2 and all(r.num_drafts > 0 for r in cell.runs)
-            # ngram on a random-weight model's output may find nothing to accept (1.0 in one suite run); the tiny
-            # draft model agrees with its target
-            assert cell.mean_acceptance_length >= 1 and (cell.method != "draft_model" or cell.mean_acceptance_length > 1)
+            assert cell.method == "draft_model" and cell.mean_acceptance_length > 1  # the tiny pair agrees
     draft_label = next(c.drafter for c in sweep.cells if c.method == "draft_model")
     pred = predict(sweep, draft_label)
     assert pred.step_cost is not None, pred.refusals
