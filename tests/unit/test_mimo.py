@@ -60,3 +60,25 @@ def test_the_playground_serves_native_mtp_on_the_demo_models_mimo_form(monkeypat
     assert target_for_method("mtp", demo) == str(demo_mimo_model_dir()) == demo + "-MiMo"
     assert target_for_method("ngram", demo) == demo
     assert target_for_method("mtp", "/models/other") == "/models/other"
+
+
+def test_the_mimo_form_of_a_llama_computes_the_llamas_logits(tmp_path):
+    """The layout alone, in transformers (the MiMo form loads as its Qwen2 decoder; the MTP layer is unused
+    here): equal logits mean equal greedy output. vLLM serving both forms of the demo model is the live check
+    of native MTP (tests/live/test_live_mtp.py), against the MiMo form itself."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from specviz.demo_model import _write_mimo_form, ensure_demo_model
+    from specviz.testing.tiny_models import build_tiny_llama
+
+    llama = build_tiny_llama(tmp_path / "llama", num_hidden_layers=2, tokenizer_from=ensure_demo_model())
+    mimo = tmp_path / "mimo"
+    mimo.mkdir()
+    _write_mimo_form(llama, mimo)
+    tokens = torch.randint(0, 49152, (2, 24), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        logits = [AutoModelForCausalLM.from_pretrained(str(d), dtype=torch.float32)(tokens).logits
+                  for d in (llama, mimo)]
+    assert logits[0].shape == logits[1].shape == (2, 24, 49152)
+    torch.testing.assert_close(logits[1], logits[0], rtol=1e-5, atol=1e-5)
