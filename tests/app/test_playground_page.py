@@ -87,7 +87,7 @@ def test_step_through_walks_one_step_at_a_time(app):
     assert app.slider(key="step_at").value == first + 1
     # the arrow keys press these buttons in a browser
     [keys] = [h.proto.body for h in app.get("html") if "keydown" in h.proto.body]
-    assert '"step_prev"' in keys and '"step_next"' in keys and "keydown" in keys
+    assert '"step_prev"' in keys and '"step_next"' in keys
 
 
 def test_a_finished_live_generation_offers_every_step_on_its_timeline(app):
