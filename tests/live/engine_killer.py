@@ -68,6 +68,18 @@ def engine_core_of(server_pid: int) -> int:
     raise AssertionError(f"no VLLM::EngineCore process in the process group of {server_pid}")
 
 
+def engine_core_of_started(server_pid: int, deadline_s: float) -> int:
+    """engine_core_of, waiting (at most `deadline_s`) for the server to have started its EngineCore."""
+    end = time.monotonic() + deadline_s
+    while True:
+        try:
+            return engine_core_of(server_pid)
+        except AssertionError:
+            if time.monotonic() > end:
+                raise
+            time.sleep(0.1)
+
+
 def _is_measured(line: bytes) -> bool:
     return b'"cmpl-warmup' not in line and b"cmpl-" in line
 
@@ -131,10 +143,11 @@ def kill_mid_run(model: str, kill: str, *, steps: int, max_tokens: int, num_requ
     """Wait for `steps` measured steps, freeze the EngineCore, read the trace, kill; what the trace showed."""
     pid = server_of(model, deadline_s)
     trace = trace_file(pid)
+    engine_core = engine_core_of_started(pid, deadline_s)  # looked up first: between seeing and freezing, one signal
     wait_for_measured_steps(trace, steps, deadline_s)
     seen = time.time()
-    engine_core = engine_core_of(pid)
     freeze(engine_core)
+    frozen = time.time()
     try:
         tokens, times = measured_tokens(trace)
         if kill == "engine-core":
@@ -150,7 +163,8 @@ def kill_mid_run(model: str, kill: str, *, steps: int, max_tokens: int, num_requ
             "committed": tokens,  # per engine request id, what the trace held when the engine was frozen
             "steps": len(times), "seconds_of_steps": round(times[-1] - times[0], 3) if times else 0.0,
             # how long after the engine wrote the awaited step the killer saw it (its own lateness)
-            "killer_late_s": round(seen - times[steps - 1], 3) if len(times) >= steps else None}
+            "killer_late_s": round(seen - times[steps - 1], 3) if len(times) >= steps else None,
+            "freeze_s": round(frozen - seen, 3)}  # from seeing that step to the engine frozen
 
 
 def start_killer(model: str, *, kill: str, steps: int, max_tokens: int, num_requests: int) -> subprocess.Popen:

@@ -84,9 +84,11 @@ def test_a_measured_request_the_engine_dies_on_keeps_the_engines_error_in_the_sa
 
 
 def _record_32_and_kill(model: str, out: Path, kill: str) -> tuple[subprocess.CompletedProcess, dict]:
-    killer = start_killer(model, kill=kill, steps=40, max_tokens=96, num_requests=32)
+    # 256 tokens a request: the whole run would take ~1,000 engine steps, the kill comes at step 40. At 96 tokens
+    # (~280 steps, 4.6 s) CI's loaded machine once froze the engine only after the run had ended.
+    killer = start_killer(model, kill=kill, steps=40, max_tokens=256, num_requests=32)
     proc = _record("--model", model, "--dtype", "float32", "--spec", json.dumps(NGRAM), "--prompts", "builtin:chat",
-                   "--num-prompts", "32", "--concurrency", "4", "--max-tokens", "96", "--out", str(out))
+                   "--num-prompts", "32", "--concurrency", "4", "--max-tokens", "256", "--out", str(out))
     stdout, stderr = proc.communicate(timeout=600)
     killed = killer_report(killer)
     print(stderr[-3000:])
