@@ -27,17 +27,17 @@ def run_schedule_cost(tmp_path: Path, *options: str) -> str:
 
 
 @pytest.mark.live
-def test_schedule_cost_runs_end_to_end_on_a_tiny_model(tmp_path):
-    """The default parts (zero, boundary), one round of two runs per server."""
-    out = run_schedule_cost(tmp_path, "--rounds", "1", "--runs-per-start", "2", "--num-requests", "6",
-                            "--max-tokens", "16", "--concurrency", "4")
+def test_schedule_cost_zero_part_runs_end_to_end_on_a_tiny_model(tmp_path):
+    """The zero part (an all-zero schedule against no speculative config), one round of two runs per server.
+    The boundary part's arms are unit tests (tests/unit/test_benchmarks.py); they run on the same machinery as
+    the zero part here and the same part below, so starting its three engines too would test nothing new."""
+    out = run_schedule_cost(tmp_path, "--parts", "zero", "--rounds", "1", "--runs-per-start", "2",
+                            "--num-requests", "6", "--max-tokens", "16", "--concurrency", "4")
     assert "target float32, ngram lookup 2-4 k=3 with an all-zero schedule vs no speculative config, untraced" in out
     assert "concurrency 4, cpu" in out and "vLLM 0." in out  # provenance
-    for ratio in ("ratio all-zero / none: ", "ratio schedule / k=1: ", "ratio schedule / k=3: ",
-                  "time per output token all-zero / none: ", "time per output token schedule / k=3: "):
+    for ratio in ("ratio all-zero / none: ", "time per output token all-zero / none: "):
         assert ratio in out, out
     assert re.search(r"all-zero +drafted 0 tokens in 0 drafts \(no draft\); vLLM's counters, 2 of 2 runs", out), out
-    assert re.search(r"k=3 +drafted [1-9]", out), out  # the static arm drafts
 
 
 @pytest.mark.live

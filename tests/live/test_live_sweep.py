@@ -1,4 +1,5 @@
-"""Short real sweeps on a tiny model: traced, interrupted and resumed; untraced with repeats, fed to the tuner."""
+"""Short real sweeps on a tiny model: traced, with a schedule row, interrupted and resumed, confirmed; untraced with
+repeats, fed to the tuner; `specviz tune` from one run."""
 
 from __future__ import annotations
 
@@ -11,51 +12,6 @@ from specviz.sweep_runner import run_sweep
 from specviz.sweep_table import TABLE_COLUMNS, outputs_vs_baseline, sweep_table
 
 pytestmark = pytest.mark.live
-
-
-def test_sweep_measures_every_cell_resumes_after_an_interruption_and_compares_with_its_baseline(tmp_path):
-    from specviz.demo_model import ensure_demo_model
-    from specviz.testing.tiny_models import build_tiny_llama
-
-    target = build_tiny_llama(tmp_path / "target", num_hidden_layers=2, tokenizer_from=ensure_demo_model())
-    grid = SweepGrid(target_model=str(target), drafters=[{"method": "ngram", "prompt_lookup_min": 1,
-                                                          "prompt_lookup_max": 3}],
-                     num_speculative_tokens=[1, 3], concurrencies=[1, 2], prompts="builtin:repetitive",
-                     num_requests=4, max_tokens=24, dtype="float32", logprobs=2)
-    out = tmp_path / "sweep"
-    engines: list[str] = []
-
-    class Interrupted(Exception):
-        pass
-
-    def stop_after_three(cell, sweep) -> None:
-        if len(sweep.cells) == 3:
-            raise Interrupted
-
-    with pytest.raises(Interrupted):
-        run_sweep(grid, out, on_cell=stop_after_three, on_engine=lambda label, spec: engines.append(label))
-    assert len(load_sweep(out / "sweep.json").cells) == 3  # the finished cells survived
-
-    sweep = run_sweep(grid, out, on_engine=lambda label, spec: engines.append(label))
-    # baseline, ngram k=1 (interrupted after its first cell), then ngram k=1 again (one cell left) and k=3
-    assert engines == ["baseline", "ngram lookup 1-3", "ngram lookup 1-3", "ngram lookup 1-3"]
-    assert sweep.complete and len(sweep.cells) == 6
-
-    table = sweep_table(sweep, outputs=outputs_vs_baseline(sweep, out))
-    assert list(table.columns) == TABLE_COLUMNS and len(table) == 6
-    spec_only = ["method", "num_speculative_tokens", "mean_acceptance_length", "mean_acceptance_length_low",
-                 "mean_acceptance_length_high", "draft_acceptance_rate", "acceptance_from",
-                 "counters_match", "outputs_vs_baseline"]  # the baseline has no drafts, so these are empty on its rows
-    assert table["schedule"].isna().all()  # no schedule rows in this sweep
-    assert table.drop(columns=[*spec_only, "schedule"]).notna().all().all()
-    assert table[table.drafter != "baseline"][spec_only].notna().all().all()
-    for row in table.itertuples():
-        base = table[(table.drafter == "baseline") & (table.concurrency == row.concurrency)].iloc[0]
-        assert row.speedup == pytest.approx(row.output_tokens_per_s / base.output_tokens_per_s)
-        assert load_run(out / row.run_files).meta.concurrency == row.concurrency  # one run per cell
-        if row.drafter != "baseline":
-            assert row.mean_acceptance_length > 1 and row.counters_match
-            assert row.outputs_vs_baseline == "4 of 4 requests identical"  # float32: greedy output is the target's
 
 
 def test_an_untraced_sweep_with_repeats_takes_acceptance_from_vllms_counters_and_feeds_the_tuner(tmp_path):
@@ -106,8 +62,10 @@ def test_an_untraced_sweep_with_repeats_takes_acceptance_from_vllms_counters_and
     assert [r.concurrency for r in pred.recommend()] == [1, 2]
 
 
-def test_a_schedule_row_drafts_by_batch_size_and_tune_confirms_the_picks(tmp_path):
-    """A sweep with a schedule row (k=2 alone, k=1 from two requests up), then `specviz tune`'s confirmation."""
+def test_a_sweep_resumes_after_an_interruption_drafts_by_batch_size_on_its_schedule_row_and_tune_confirms(tmp_path):
+    """A sweep with a schedule row (k=2 alone, k=1 from two requests up), interrupted after three cells and
+    resumed, compared with its baseline; then `specviz tune`'s confirmation. One test, so that the sweep's
+    engines serve every check (each start of vLLM costs ~35 s here)."""
     from specviz.config import SpecConfig
     from specviz.demo_model import ensure_demo_model
     from specviz.prediction import predict
@@ -125,15 +83,43 @@ def test_a_schedule_row_drafts_by_batch_size_and_tune_confirms_the_picks(tmp_pat
                      concurrencies=[1, 2], prompts="builtin:repetitive", num_requests=4, max_tokens=192,
                      dtype="float32", logprobs=2)
     out = tmp_path / "sweep"
-    sweep = run_sweep(grid, out)
+    engines: list[str] = []
+
+    class Interrupted(Exception):
+        pass
+
+    def stop_after_three(cell, sweep) -> None:
+        if len(sweep.cells) == 3:
+            raise Interrupted
+
+    with pytest.raises(Interrupted):
+        run_sweep(grid, out, on_cell=stop_after_three, on_engine=lambda label, spec: engines.append(label))
+    assert len(load_sweep(out / "sweep.json").cells) == 3  # the finished cells survived
+
+    sweep = run_sweep(grid, out, on_engine=lambda label, spec: engines.append(label))
+    # baseline, ngram k=1 (interrupted after its first cell), then ngram k=1 again (one cell left), k=2, the schedule
+    assert engines == ["baseline", "ngram lookup 1-3", "ngram lookup 1-3", "ngram lookup 1-3",
+                       "ngram lookup 1-3 k by batch 1:2 2-64:1"]
     assert sweep.complete and len(sweep.cells) == 8
     scheduled = {c.concurrency: c for c in sweep.cells if c.scheduled}
     assert sorted(scheduled) == [1, 2] and scheduled[1].drafter == "ngram lookup 1-3 k by batch 1:2 2-64:1"
     assert scheduled[1].spec == SpecConfig.from_dict(schedule)
     table = sweep_table(sweep, outputs=outputs_vs_baseline(sweep, out))
+    assert list(table.columns) == TABLE_COLUMNS and len(table) == 8
     rows = table[table.schedule.notna()]
     assert list(rows.schedule) == ["1: k=2 · 2-64: k=1"] * 2
-    assert (rows.outputs_vs_baseline == "4 of 4 requests identical").all()  # float32: the target's greedy output
+    spec_only = ["method", "num_speculative_tokens", "mean_acceptance_length", "mean_acceptance_length_low",
+                 "mean_acceptance_length_high", "draft_acceptance_rate", "acceptance_from",
+                 "counters_match", "outputs_vs_baseline"]  # the baseline has no drafts, so these are empty on its rows
+    assert table.drop(columns=[*spec_only, "schedule"]).notna().all().all()
+    assert table[table.drafter != "baseline"][spec_only].notna().all().all()
+    for row in table.itertuples():
+        base = table[(table.drafter == "baseline") & (table.concurrency == row.concurrency)].iloc[0]
+        assert row.speedup == pytest.approx(row.output_tokens_per_s / base.output_tokens_per_s)
+        assert load_run(out / row.run_files).meta.concurrency == row.concurrency  # one run per cell
+        if row.drafter != "baseline":
+            assert row.mean_acceptance_length > 1 and row.counters_match
+            assert row.outputs_vs_baseline == "4 of 4 requests identical"  # float32: greedy output is the target's
 
     # vLLM looks k up from the batch it schedules, and the drafts it proposes there are verified one step later
     # (runfile.draft_batches); load_run refuses a step that drafted more than that batch's k
@@ -198,7 +184,10 @@ def test_tune_from_one_traced_run_measures_its_sweep_then_confirms_and_exports(t
     run_file = save_run(run, tmp_path / "ngram-k3.json.gz")
 
     out = tmp_path / "tuned"
-    assert cli.main(["tune", str(run_file), "--out", str(out), "--concurrency", "1", "--repeats", "1"]) == 0
+    # --neighbours 0: the confirmation measures the predicted best k and no drafting only; its neighbours and the
+    # head-to-head are the schedule-row test's (run_confirmation), here two engines fewer
+    assert cli.main(["tune", str(run_file), "--out", str(out), "--concurrency", "1", "--repeats", "1",
+                     "--neighbours", "0"]) == 0
     sweep = load_sweep(out / "sweep.json")
     assert sweep.complete and {(c.drafter, c.num_speculative_tokens, c.concurrency) for c in sweep.cells} == {
         ("baseline", 0, 1), ("baseline", 0, 2), ("ngram lookup 1-3", 3, 1), ("ngram lookup 1-3", 3, 2)}
