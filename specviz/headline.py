@@ -1,16 +1,16 @@
 """The first screen's headline: a recorded speculative run against its paired baseline, in plain words.
 
     headline(spec_run, baseline_run)
-    -> "On code editing, ngram k=3 produced the same text 1.93x faster than the target alone over both
-        prompts: 2.21 tokens per target pass (mean acceptance length 2.92; the target alone: 1)"
+    -> "On code editing, ngram k=3 produced the same text 1.87x faster than the target alone over both
+        prompts: 2.01 tokens per target pass (mean acceptance length 2.49; the target alone: 1)"
        with a detail line: what was measured (output tokens/s of both runs, their prompts,
        concurrency, output length, hardware, vLLM) and whether the two texts are the same.
 
 Its figures are the run's (scope "both prompts", figures.run_scope), named and computed by
 specviz.figures; the race says "this request" for its own and repeats these under the same names.
-Worked example (sample_runs/showcase, ngram-k3-edit-c1 against baseline-edit-c1, float32): 640 output
-tokens at 27.83 tokens/s against 640 at 14.43 -> 1.93x; 640 tokens over 290 target passes = 2.21
-tokens per target pass; 1 + 352 accepted / 183 passes that verified drafts = 2.92 mean acceptance
+Worked example (sample_runs/showcase, ngram-k3-edit-c1 against baseline-edit-c1, float32): 175 output
+tokens at 38.18 tokens/s against 175 at 20.40 -> 1.87x; 175 tokens over 87 target passes = 2.01
+tokens per target pass; 1 + 88 accepted / 59 passes that verified drafts = 2.49 mean acceptance
 length. Every figure comes from the run files.
 
 "the same text" only when every request is identical to its baseline's (divergence.compare_runs);

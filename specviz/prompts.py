@@ -37,33 +37,13 @@ def average_price(items):
     return total_price(items, 0) / len(items)
 '''
 
-_SHOWCASE_MODULE = '''def parse_price(text):
-    text = text.strip().replace("$", "")
-    return float(text)
-
-
-def total_price(items, tax_rate):
-    total = 0
-    for item in items:
-        total = total + parse_price(item["price"]) * item["quantity"]
-    return total + total * tax_rate
-
-
-def cheapest(items):
-    best = None
-    for item in items:
-        if best is None or parse_price(item["price"]) < parse_price(best["price"]):
-            best = item
-    return best
-
-
-def describe(items, tax_rate):
-    lines = []
-    for item in items:
-        lines.append(item["name"] + ": " + item["price"] + " x " + str(item["quantity"]))
-    lines.append("total: " + str(total_price(items, tax_rate)))
-    return "\\n".join(lines)
-'''
+# The showcase's code edits, each answered correctly by the demo model in float32 (scripts/record_showcase.py)
+_SHOWCASE_TYPO = ("def add(a, b):\n    return a + b\n\n\ndef subtract(a, b):\n    retrun a - b\n\n\n"
+                  "def multiply(a, b):\n    return a * b\n\n\ndef divide(a, b):\n    return a / b\n")
+_SHOWCASE_JS = "".join(
+    f"function {name}(name) {{\n  console.log('{words}, ' + name + '!');\n}}\n\n"
+    for name, words in [("greet", "Hello"), ("farewell", "Goodbye"), ("thank", "Thank you"), ("welcome", "Welcome"),
+                        ("congratulate", "Congratulations"), ("apologize", "Sorry")]).rstrip() + "\n"
 
 BUILTIN_PROMPT_SETS: dict[str, tuple[str, list[str]]] = {
     "chat": (
@@ -110,16 +90,16 @@ BUILTIN_PROMPT_SETS: dict[str, tuple[str, list[str]]] = {
     ),
     # The showcase runs' prompts (scripts/record_showcase.py, sample_runs/showcase/): long enough to watch.
     "showcase-edit": (
-        "edit a 25-line Python module and return all of it; the answer copies most of the prompt",
+        "two small code edits the demo model gets right: fix a typo in four functions, translate six to Python; "
+        "the answers copy most of the prompt",
         [
-            "Add type hints to every function in this code and return the whole code.\n\n" + _SHOWCASE_MODULE,
-            "Rename the variable `items` to `cart` everywhere in this code and return the whole code.\n\n"
-            + _SHOWCASE_MODULE,
+            "Fix the typo in this Python code and return the whole code.\n\n```python\n" + _SHOWCASE_TYPO + "```",
+            "Translate this JavaScript code to Python.\n\n```javascript\n" + _SHOWCASE_JS + "```",
         ],
     ),
     "showcase-chat": (
-        "two everyday requests the shipped drafters were trained for",
-        ["Write a short story about a lost umbrella.", "How do I take care of a houseplant?"],
+        "two everyday questions held out from the shipped drafters' training",
+        ["What are three good habits for staying healthy?", "What are the benefits of reading books?"],
     ),
 }
 

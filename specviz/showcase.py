@@ -80,9 +80,17 @@ def opening_request(run: Run) -> int:
     return best if scores[best][1] else 0
 
 
+_LINE_LIKE = set("=-_~")  # struck through, these merge with the line and read as a bar
+
+
+def _shown(texts: Sequence[str]) -> int:
+    """How many of the pieces still read once struck through: a visible character that is not line-like.
+    ['\\n   ', ' total', ' =', '):'] -> 2 (whitespace shows nothing and '=' reads as a bar; code's '):' reads)."""
+    return sum(1 for t in texts if any(not c.isspace() and c not in _LINE_LIKE for c in t))
+
+
 def _words(texts: Sequence[str]) -> int:
-    """How many of the pieces hold a letter or digit: ['\\n   ', ' total', ' ='] -> 1 (whitespace and '=' read as
-    bars once struck through)."""
+    """How many of the pieces hold a letter or digit: ['.', ' total', '):'] -> 1."""
     return sum(1 for t in texts if any(c.isalnum() for c in t))
 
 
@@ -91,9 +99,10 @@ def example_step(req: Request) -> int | None:
 
     The rule, in order: the step shows all of the mechanism (some drafts accepted, the first rejected one
     corrected, a discarded tail after it: "sunny and ~~warm~~ clear ~~outside~~"); every piece of it
-    reads as a word (accepted drafts, the correction and the discarded tail each hold a letter or digit,
-    so no row of whitespace or a struck-through '=' that reads as a bar); the most accepted words; the
-    most accepted drafts; the earliest. Without such a step the next best by the same order.
+    reads once struck through (accepted drafts, the correction and the discarded tail each show a character
+    that is not whitespace or line-like, so no blank row and no struck-through '=' that reads as a bar; code's
+    '):' reads); the most accepted words (pieces with a letter or digit); the most accepted drafts; the
+    earliest. Without such a step the next best by the same order.
     """
     drafted = [i for i, s in enumerate(req.steps) if s.draft_token_ids]
     if not drafted:
@@ -106,8 +115,8 @@ def example_step(req: Request) -> int | None:
         accepted, discarded = s.draft_texts[:n], s.draft_texts[n + 1:]
         correction = s.sampled_texts[n:n + 1] if rejected else []
         whole = n > 0 and rejected and k - n > 1
-        readable = (bool(s.draft_texts) and _words(accepted) == n and _words(correction) == len(correction)
-                    and _words(discarded) == len(discarded))
+        readable = (bool(s.draft_texts) and _shown(accepted) == n and _shown(correction) == len(correction)
+                    and _shown(discarded) == len(discarded))
         return (whole, readable, n > 0 and rejected, _words(accepted), n, -i)
 
     return max(drafted, key=score)
@@ -122,12 +131,22 @@ def showcase_folders(sample_runs: Path) -> list[Path]:
                                                                                                  p.name))
 
 
+def prompts_label(run: Run, words: int = 5) -> str:
+    """The prompt set's name and its first prompt's opening words, so that two recordings of a set whose prompts
+    changed between them do not read as the same prompts: "showcase-edit: “Fix the typo in this…” and 1 more"."""
+    first = next((r.user_message or r.prompt for r in run.requests), "")
+    opening = " ".join(first.split()[:words]) + ("…" if len(first.split()) > words else "")
+    more = f" and {len(run.requests) - 1} more" if len(run.requests) > 1 else ""
+    return f"{run.meta.prompt_set}: “{opening}”{more}"
+
+
 def lossless_rows(folders: Sequence[tuple[str, Sequence[tuple[K, Run]]]]) -> list[dict]:
     """One row per speculative run: its output against the baseline recorded beside it, and the speed.
 
     `folders` is [(label, [(name, run), ...]), ...]: runs are paired only within a folder (one dtype,
     one machine). A row:
-        {"runs": "float32", "drafting": "ngram k=3", "prompts": "showcase-edit", "dtype": "float32",
+        {"runs": "float32", "drafting": "ngram k=3", "prompts": "showcase-edit: “Fix the typo in this…” and 1 more",
+         "dtype": "float32",
          "machine": "Intel(R) Xeon(R) Processor", "identical output": "2 of 2",
          "where they part": "", "tokens/s, baseline -> drafting": "19.0 -> 41.9 (2.21x)"}
     and where runs part, per request: "token 12: a tie; token 63: a tie".
@@ -142,7 +161,7 @@ def lossless_rows(folders: Sequence[tuple[str, Sequence[tuple[K, Run]]]]) -> lis
             base_tps, run_tps = output_tokens_per_s(pair.baseline), output_tokens_per_s(run)
             speed = (f"{base_tps:.1f} -> {run_tps:.1f} ({run_tps / base_tps:.2f}x)" if base_tps and run_tps else "–")
             rows.append({
-                "runs": label, "drafting": spec_label(run), "prompts": run.meta.prompt_set,
+                "runs": label, "drafting": spec_label(run), "prompts": prompts_label(run),
                 "dtype": run.meta.dtype or "not recorded", "machine": run.meta.device_name,
                 "identical output": f"{comparison.identical} of {len(comparison.requests)}",
                 "where they part": "; ".join(f"token {c.divergence.position + 1}: {SHORT_VERDICTS[c.verdict]}"

@@ -180,7 +180,7 @@ def run_notes(run: Run, s: Summary) -> None:
 def request_view(req: Request, caption: str, *, steps: slice | None = None, chart_key: str = "acc_per_pos",
                  container=st, timeline_key: str | None = None, method: str | None = None,
                  marks: dict[int, str] | None = None, batches: list[int | None] | None = None) -> None:
-    """Legend, the output coloured by origin, acceptance per position, and the step rows.
+    """The output coloured by origin with its legend, acceptance per position, and the step rows.
 
     With `timeline_key`, the acceptance timeline is drawn above the step rows and its brush chooses
     the rows (overriding `steps`). `marks` outlines output tokens by index, with a hover text.
@@ -192,15 +192,15 @@ def request_view(req: Request, caption: str, *, steps: slice | None = None, char
                               steps=steps, method=method, marks=marks)
         return
     padded = any(s.num_padded_drafts for s in req.steps)
-    container.markdown(render.CSS + render.legend_html(padded), unsafe_allow_html=True)
     left, right = container.columns([3, 2])
-    left.markdown("**Output, coloured by where each token came from**")
+    left.markdown(render.CSS + "**Output, coloured by where each token came from**", unsafe_allow_html=True)
     left.markdown(render.output_html(req, marks, limit=OUTPUT_TOKENS_SHOWN), unsafe_allow_html=True)
     if len(req.output_token_ids) > OUTPUT_TOKENS_SHOWN:
         left.caption(f"The first {OUTPUT_TOKENS_SHOWN:,} of {len(req.output_token_ids):,} output tokens; the step rows "
                      "below show any others.")
     if end := render.output_end(req):
         left.caption(end)
+    left.markdown(render.legend_html(padded), unsafe_allow_html=True)  # after the output: the answer first
     acc = count_acceptance(req.steps)
     if acc.num_drafts:
         right.plotly_chart(acceptance_per_position(acc, f"this request's {acc.num_drafts} verify steps with drafts; "

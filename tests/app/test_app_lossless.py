@@ -35,8 +35,9 @@ def test_the_shipped_showcase_runs_are_float32_and_identical_to_their_baselines(
 def test_the_opening_run_says_same_output_and_the_race_ends_on_it(app, entries):
     name = app.selectbox(key="run_file").value
     assert name == showcase.opening_run(entries) and name.startswith("showcase/")
-    assert any("Same output as without drafting" in s.value and "identical output (320 tokens)" in s.value
-               for s in app.success)
+    shown = next(r for r in dict(entries)[name].requests if r.request_id == app.selectbox(key="request_id").value)
+    assert any("Same output as without drafting" in s.value
+               and f"identical output ({len(shown.output_token_ids)} tokens)" in s.value for s in app.success)
     assert ' sv-diverge" title=' not in html_of(app)  # no token outlined
     rid = app.selectbox(key="request_id").value
     app.button(key="pg_race_open").click().run()

@@ -76,8 +76,8 @@ def test_the_trained_drafter_is_accepted(runs, name, floor):
     # a random drafter on this target stays near 1.0; the shipped ones measured 1.75 (draft) and 1.73
     # (eagle3) at k=3 on held-out chat (sample_runs/drafters/)
     assert acc.mean_acceptance_length >= floor, acc
-    # the showcase prompts share a long prefix, so vLLM pads some first steps (counted as rejected drafts
-    # by its counters, left out of specviz's figures): compare as vLLM counts
+    # where vLLM pads a step (counted as rejected drafts by its counters, left out of specviz's figures),
+    # summarize compares as vLLM counts
     assert summarize(run).counters_match
 
 

@@ -93,3 +93,13 @@ def test_the_example_step_is_chosen_by_a_rule_that_prefers_words_over_whitespace
     req = Request(request_id="r", prompt="p", output_token_ids=[t for s in steps for t in s.committed_token_ids],
                   output_text="", start_time_s=0.0, finish_reason="length", steps=steps)
     assert example_step(req) == 2
+
+    # Code: punctuation reads once struck through ('):', ' {'), whitespace and line-like pieces do not
+    code = [
+        make_step(0, [], [1]),
+        texted(1, [2, 3, 4], [2, 9], [" b", "\n", "\n"], [" b", "\n\n"]),  # more a blank row than a step
+        texted(2, [5, 6, 7], [5, 8], ["name", ")", " {"], ["name", "):"]),  # JavaScript's brace, Python's colon
+        texted(3, [10, 11, 12], [10, 13], [" x", " =", " ="], [" x", " +"]),  # struck-through '=' reads as a bar
+    ]
+    req = req.model_copy(update={"steps": code, "output_token_ids": [t for s in code for t in s.committed_token_ids]})
+    assert example_step(req) == 2

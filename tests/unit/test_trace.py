@@ -135,7 +135,7 @@ def _raw(path):
 
 @pytest.mark.parametrize("name", ["ngram-k3-edit-c1.json.gz", "baseline-edit-c1.json.gz"])
 def test_a_schema_3_file_reads_with_its_method_k_and_config_and_is_written_as_schema_4(tmp_path, name):
-    path = SAMPLE_RUNS_DIR / "showcase" / name
+    path = SAMPLE_RUNS_DIR / "showcase-bf16-xeon" / name  # recorded in schema 3
     old = _raw(path)
     assert old["schema_version"] == 3
     meta = load_run(path).meta
