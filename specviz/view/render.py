@@ -106,7 +106,8 @@ def step_html(step: Step, label: str = "", marks: dict[int, str] | None = None, 
     chips = "".join(chip(text, role, mark=at.get(i)) for i, (text, role) in enumerate(step_roles(step)))
     k = (f'<span class="sv-stepk" title="{escape(drafted_title(step, batch))}">{escape(drafted_text(step, batch))}'
          '</span>') if show_k else ""
-    return f'<div class="sv-row"><span class="sv-stepno">{escape(label)}</span>{k}{chips}</div>'
+    stepno = f'<span class="sv-stepno">{escape(label)}</span>' if label else ""  # a lone step: no empty column
+    return f'<div class="sv-row">{stepno}{k}{chips}</div>'
 
 
 def drafted_text(step: Step, batch: int | None = None) -> str:
