@@ -316,13 +316,13 @@ def schedule_chart(result: Tuned, pred: Prediction, caption: str) -> go.Figure:
             showlegend=False, meta=dict(role="schedule_k_label"), hoverinfo="skip",
         ), row=2, col=1)
     fig = figure_layout(fig, f"Static k against the picks' schedule: {pred.drafter}", caption, caption_width=115,
-                        height=560)
+                        height=470)  # with its legend below, the plots fit the first screen at 1280 px
     axis = _log_concurrency(concurrencies)
     fig.update_xaxes(**axis, row=1, col=1)
     fig.update_xaxes(**axis, title_text="concurrency (requests in flight) · batch size", row=2, col=1)
     fig.update_yaxes(title_text="output tokens/s", rangemode="tozero", row=1, col=1)
     k_top = max(schedule_k.values(), default=0)
-    fig.update_yaxes(title_text="k", range=[-0.4, k_top + 1.2], dtick=1, row=2, col=1)  # headroom for the labels
+    fig.update_yaxes(title_text="k", range=[-0.4, k_top + 2], dtick=2, row=2, col=1)  # headroom for the labels
     return fig
 
 
