@@ -88,7 +88,7 @@ BUILTIN_PROMPT_SETS: dict[str, tuple[str, list[str]]] = {
             "Write 'red, green, blue' ten times on one line.",
         ],
     ),
-    # The showcase runs' prompts (scripts/record_showcase.py, sample_runs/showcase/): long enough to watch.
+    # The showcase runs' prompts (scripts/record_showcase.py, sample_runs/showcase/): answers right and short enough to read.
     "showcase-edit": (
         "two small code edits the demo model gets right: fix a typo in four functions, translate six to Python; "
         "the answers copy most of the prompt",
