@@ -134,8 +134,8 @@ def showcase_folders(sample_runs: Path) -> list[Path]:
 def prompts_label(run: Run, words: int = 5) -> str:
     """The prompt set's name and its first prompt's opening words, so that two recordings of a set whose prompts
     changed between them do not read as the same prompts: "showcase-edit: “Fix the typo in this…” and 1 more"."""
-    first = next((r.user_message or r.prompt for r in run.requests), "")
-    opening = " ".join(first.split()[:words]) + ("…" if len(first.split()) > words else "")
+    first = next((r.user_message or r.prompt for r in run.requests), "").split()
+    opening = " ".join(first[:words]) + ("…" if len(first) > words else "")
     more = f" and {len(run.requests) - 1} more" if len(run.requests) > 1 else ""
     return f"{run.meta.prompt_set}: “{opening}”{more}"
 

@@ -57,27 +57,19 @@ def trace_file(pid: int) -> Path:
     return Path(next(v for v in environ if v.startswith(b"SPECVIZ_TRACE_FILE=")).split(b"=", 1)[1].decode())
 
 
-def engine_core_of(server_pid: int) -> int:
-    """The pid of the VLLM::EngineCore process in the process group of the vLLM server `server_pid`."""
-    for pid in live_group_members(server_pid):
-        try:
-            if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"VLLM::EngineCore"):
-                return pid
-        except OSError:
-            continue
-    raise AssertionError(f"no VLLM::EngineCore process in the process group of {server_pid}")
-
-
-def engine_core_of_started(server_pid: int, deadline_s: float) -> int:
-    """engine_core_of, waiting (at most `deadline_s`) for the server to have started its EngineCore."""
+def engine_core_of(server_pid: int, deadline_s: float) -> int:
+    """The pid of the VLLM::EngineCore process in the process group of the vLLM server `server_pid`, once the
+    server has started it (at most `deadline_s`)."""
     end = time.monotonic() + deadline_s
-    while True:
-        try:
-            return engine_core_of(server_pid)
-        except AssertionError:
-            if time.monotonic() > end:
-                raise
-            time.sleep(0.1)
+    while time.monotonic() < end:
+        for pid in live_group_members(server_pid):
+            try:
+                if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"VLLM::EngineCore"):
+                    return pid
+            except OSError:
+                continue
+        time.sleep(0.1)
+    raise AssertionError(f"no VLLM::EngineCore process in the process group of {server_pid} within {deadline_s:.0f} s")
 
 
 def _is_measured(line: bytes) -> bool:
@@ -143,7 +135,7 @@ def kill_mid_run(model: str, kill: str, *, steps: int, max_tokens: int, num_requ
     """Wait for `steps` measured steps, freeze the EngineCore, read the trace, kill; what the trace showed."""
     pid = server_of(model, deadline_s)
     trace = trace_file(pid)
-    engine_core = engine_core_of_started(pid, deadline_s)  # looked up first: between seeing and freezing, one signal
+    engine_core = engine_core_of(pid, deadline_s)  # looked up first: between seeing and freezing, one signal
     wait_for_measured_steps(trace, steps, deadline_s)
     seen = time.time()
     freeze(engine_core)

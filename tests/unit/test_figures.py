@@ -103,3 +103,13 @@ def test_the_example_step_is_chosen_by_a_rule_that_prefers_words_over_whitespace
     ]
     req = req.model_copy(update={"steps": code, "output_token_ids": [t for s in code for t in s.committed_token_ids]})
     assert example_step(req) == 2
+
+
+def test_two_recordings_of_a_prompt_set_whose_prompts_changed_are_named_apart():
+    from specviz.runfile import SAMPLE_RUNS_DIR, load_run
+    from specviz.showcase import prompts_label
+
+    now = prompts_label(load_run(SAMPLE_RUNS_DIR / "showcase" / "ngram-k3-edit-c1.json.gz"))
+    before = prompts_label(load_run(SAMPLE_RUNS_DIR / "showcase-bf16-epyc" / "ngram-k3-edit-c1.json.gz"))
+    assert now == "showcase-edit: “Fix the typo in this…” and 1 more"
+    assert before == "showcase-edit: “Add type hints to every…” and 1 more"
